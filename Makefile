@@ -1,0 +1,47 @@
+# stampgen: the two commands a newcomer needs are `make codegen` and `make test`.
+# Both bootstrap a local virtual environment (.venv) on first use.
+
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMPGEN := $(BIN)/stampgen
+# torch==2.13.0 is the CPU build that lies on this machine's disk; a bare `torch` pulls a CUDA build.
+TORCH_PIN ?= torch==2.13.0
+
+.PHONY: install codegen codegen-check test test-fast lint fmt bench clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH_PIN)"
+	$(BIN)/python -m pip install -q -e ".[kernels,dev]"
+	touch $@
+
+codegen: install
+	$(STAMPGEN) generate
+
+codegen-check: install
+	$(STAMPGEN) generate --check
+	$(STAMPGEN) fmt --check
+
+test: install codegen-check
+	$(BIN)/python -m pytest -q
+
+test-fast: install
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: install
+	$(BIN)/ruff check codegen kernels tests benchmarks
+	$(BIN)/ruff format --check codegen kernels tests benchmarks
+
+fmt: install
+	$(BIN)/ruff format codegen kernels tests benchmarks
+	$(STAMPGEN) fmt
+
+bench: install
+	$(BIN)/python -m benchmarks.codegen_bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache
