@@ -1,0 +1,129 @@
+"""Random, valid inputs for the linear-attention kernel tests, and the error measure they use.
+
+Shared by every kernel test (GDN reference, Triton and FlashInfer backends; KDA and lightning reuse it
+with their own gate shape later). ``make_inputs`` returns keyword arguments ready for the public
+functions of ``kernels.gdn`` (everything but ``backend``):
+
+    inputs = make_inputs("decode", N=4, H=2, HV=4, K=32, V=32, pad=1)
+    o = gdn.decode(**inputs, backend="torch")
+
+Random numbers are drawn on the CPU from one seeded generator and then moved to ``device``, so the same
+seed gives the same values on every device. ``state_pool`` is updated in place by prefill and decode:
+call ``clone_inputs`` before running a second backend on the same inputs.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+PHASES = ("prefill", "decode", "verify")
+
+
+def make_inputs(
+    phase: str,
+    *,
+    N: int,
+    H: int,
+    HV: int,
+    K: int,
+    V: int,
+    seqlens: list[int] | None = None,
+    D: int | None = None,
+    slots: int | None = None,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+    pad: int = 0,
+    seed: int = 0,
+    normalizer: float = 1.0,
+) -> dict:
+    """Keyword arguments for ``kernels.gdn.<phase>`` (minus ``backend``).
+
+    phase: "prefill", "decode" or "verify".
+    N: sequences; H / HV: q-k heads / v heads (HV a multiple of H); K / V: head dims.
+    seqlens: prefill only, tokens per sequence (zeros allowed); default: random lengths in [1, 8].
+    D: verify only, draft tokens per sequence (default 4).
+    slots: rows of the state pool (default 2*N + 1, so some rows are never indexed).
+    dtype: dtype of q, k, v (g, beta and the states are always fp32).
+    pad: how many of the N sequences are padding (state index -1), at random positions.
+    normalizer: g = logsigmoid(randn) / normalizer; 1 gives strong decay, 10 weak decay.
+
+    q and k are L2-normalised per head (in fp32, then cast); beta = sigmoid(randn); the pool is
+    random (never zeros, so unwritten or wrongly indexed rows show). Verify's ``intermediate_states``
+    is filled with NaN so a test sees what the kernel left unwritten.
+    """
+    if phase not in PHASES:
+        raise ValueError(f"phase must be one of {PHASES}, got {phase!r}")
+    if not 0 <= pad <= N:
+        raise ValueError(f"pad must be in [0, N], got {pad}")
+    gen = torch.Generator().manual_seed(seed)
+    slots = 2 * N + 1 if slots is None else slots
+    if slots < N - pad:
+        raise ValueError(f"slots={slots} is fewer than the {N - pad} non-padding sequences")
+
+    if phase == "prefill":
+        if seqlens is None:
+            seqlens = torch.randint(1, 9, (N,), generator=gen).tolist()
+        if len(seqlens) != N:
+            raise ValueError(f"len(seqlens) must be N={N}, got {len(seqlens)}")
+        T = sum(seqlens)
+    elif phase == "decode":
+        T = N
+    else:
+        D = 4 if D is None else D
+        T = N * D
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, dtype=torch.float32)
+
+    def l2norm(x):
+        return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+    q = l2norm(randn(T, H, K))
+    k = l2norm(randn(T, H, K))
+    v = randn(T, HV, V)
+    g = F.logsigmoid(randn(T, HV)) / normalizer
+    beta = torch.sigmoid(randn(T, HV))
+    state_pool = randn(slots, HV, V, K)
+
+    slot_of_seq = torch.randperm(slots, generator=gen)[:N]
+    padded = torch.randperm(N, generator=gen)[:pad]
+    slot_of_seq[padded] = -1
+
+    inputs = dict(
+        q=q.to(dtype),
+        k=k.to(dtype),
+        v=v.to(dtype),
+        g=g,
+        beta=beta,
+        state_pool=state_pool,
+        state_indices=slot_of_seq.to(torch.int32),
+    )
+    if phase == "prefill":
+        cu = torch.zeros(N + 1, dtype=torch.int32)
+        cu[1:] = torch.cumsum(torch.tensor(seqlens, dtype=torch.int64), 0).to(torch.int32)
+        inputs["cu_seqlens"] = cu
+    elif phase == "verify":
+        inputs["intermediate_states"] = torch.full((N, D, HV, V, K), float("nan"))
+    return {name: t.to(device) for name, t in inputs.items()}
+
+
+def clone_inputs(inputs: dict) -> dict:
+    """A deep copy (tensors cloned), so two backends can each update their own state pool."""
+    return {name: t.clone() if isinstance(t, torch.Tensor) else t for name, t in inputs.items()}
+
+
+def rel_rmse(x: torch.Tensor, ref: torch.Tensor) -> float:
+    """‖x − ref‖ / ‖ref‖ in float64 (NaN anywhere gives NaN, which fails every ``<=`` bound).
+
+    When ref is all zeros the absolute norm ‖x‖ is returned instead, so zeros match zeros exactly.
+    """
+    x64 = x.detach().to(device="cpu", dtype=torch.float64)
+    ref64 = ref.detach().to(device="cpu", dtype=torch.float64)
+    if x64.shape != ref64.shape:
+        raise ValueError(f"shapes differ: {tuple(x64.shape)} vs {tuple(ref64.shape)}")
+    err = torch.linalg.vector_norm(x64 - ref64).item()
+    scale = torch.linalg.vector_norm(ref64).item()
+    if torch.isnan(x64).any():
+        return float("nan")
+    return err / scale if scale > 0 else err
