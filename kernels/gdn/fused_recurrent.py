@@ -1,0 +1,276 @@
+"""Our Triton kernels for GDN decode and verify: one pass over the pool state, fp32 math.
+
+Decode is pure HBM streaming (``reference/kernels.md`` §4.1: ~0.9 FLOP per byte): each request reads and
+writes its whole fp32 state (2 MiB per layer at Qwen3-Next shapes) and touches a few hundred bytes of
+q/k/v. So the kernel is shaped like a copy kernel:
+
+* one program per (sequence, v-head, V-tile); the tile is ``[BV, K]`` rows of the K-last pool, so each
+  row is K contiguous fp32 — full 16-byte vector loads and stores, no transposes;
+* the state is read once and written once, in place; q, k, v, g and beta are tiny and come from L2;
+* enough programs to keep every SM streaming: ``V // BV`` tiles per (sequence, head), chosen by
+  ``_decode_config`` from the grid size (no autotuning: benchmarking a kernel that updates the pool in
+  place would apply the update several times, and restoring the pool would copy gigabytes).
+
+Verify is the same program looping over the D draft tokens of its sequence, keeping the state in
+registers: one pool read, D intermediate-state writes, the pool never written.
+
+Padding (``state_indices[n] == -1``): the state load is masked to zeros, the output row is zeroed and no
+state is stored (neither to the pool nor, in verify, to ``intermediate_states``, whose padding rows are
+left untouched). The pool's slot pitch is ``state_pool.stride(0)`` and slot offsets are computed in
+int64, so pools larger than 2^31 elements and pool views (a layer of a bigger buffer) work. Nothing here
+syncs with the host, so both launches can be captured into a CUDA graph.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _gdn_decode_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    beta_ptr,
+    o_ptr,
+    state_pool_ptr,
+    state_indices_ptr,
+    stride_q_tok,
+    stride_q_head,
+    stride_v_tok,
+    stride_v_head,
+    stride_pool_slot,
+    scale,
+    H: tl.constexpr,
+    HV: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+):
+    # 1-D grid over (sequence, v-head, V-tile), tiles fastest: neighbouring programs stream neighbouring
+    # memory, and the grid has no 65535 limit on its second axis.
+    pid = tl.program_id(0)
+    i_v = pid % tl.cdiv(V, BV)
+    i_nh = pid // tl.cdiv(V, BV)
+    i_n = i_nh // HV
+    i_hv = i_nh % HV
+    i_h = i_hv // (HV // H)
+
+    offs_k = tl.arange(0, BK)
+    offs_v = i_v * BV + tl.arange(0, BV)
+    mask_k = offs_k < K
+    mask_v = offs_v < V
+
+    slot = tl.load(state_indices_ptr + i_n).to(tl.int64)
+    real = slot >= 0
+    # Never form an address from -1: padding reads slot 0's address under an all-false mask.
+    state_base = state_pool_ptr + tl.maximum(slot, 0) * stride_pool_slot + i_hv * (V * K)
+    state_offs = offs_v[:, None] * K + offs_k[None, :]
+    state_mask = mask_v[:, None] & mask_k[None, :]
+
+    tok = tl.cast(i_n, tl.int64)
+    q = tl.load(q_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0).to(
+        tl.float32
+    )
+    k = tl.load(k_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0).to(
+        tl.float32
+    )
+    v = tl.load(v_ptr + tok * stride_v_tok + i_hv * stride_v_head + offs_v, mask=mask_v, other=0.0).to(
+        tl.float32
+    )
+    g = tl.load(g_ptr + tok * HV + i_hv)
+    beta = tl.load(beta_ptr + tok * HV + i_hv)
+
+    state = tl.load(state_base + state_offs, mask=state_mask & real, other=0.0, eviction_policy="evict_first")
+    state = state * tl.exp(g)
+    u = beta * (v - tl.sum(state * k[None, :], axis=1))  # β(v − Sᵀk), one value per V row
+    state = state + u[:, None] * k[None, :]  # S += k uᵀ
+    o = tl.sum(state * (q * scale)[None, :], axis=1)  # Sᵀ(scale·q)
+    o = tl.where(real, o, 0.0)
+
+    tl.store(o_ptr + (tok * HV + i_hv) * V + offs_v, o.to(o_ptr.dtype.element_ty), mask=mask_v)
+    tl.store(state_base + state_offs, state, mask=state_mask & real, eviction_policy="evict_first")
+
+
+@triton.jit
+def _gdn_verify_kernel(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    beta_ptr,
+    o_ptr,
+    state_pool_ptr,
+    state_indices_ptr,
+    inter_ptr,
+    stride_q_tok,
+    stride_q_head,
+    stride_v_tok,
+    stride_v_head,
+    stride_pool_slot,
+    stride_inter_seq,
+    stride_inter_draft,
+    scale,
+    D,
+    H: tl.constexpr,
+    HV: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+):
+    # 1-D grid over (sequence, v-head, V-tile), tiles fastest: neighbouring programs stream neighbouring
+    # memory, and the grid has no 65535 limit on its second axis.
+    pid = tl.program_id(0)
+    i_v = pid % tl.cdiv(V, BV)
+    i_nh = pid // tl.cdiv(V, BV)
+    i_n = i_nh // HV
+    i_hv = i_nh % HV
+    i_h = i_hv // (HV // H)
+
+    offs_k = tl.arange(0, BK)
+    offs_v = i_v * BV + tl.arange(0, BV)
+    mask_k = offs_k < K
+    mask_v = offs_v < V
+
+    slot = tl.load(state_indices_ptr + i_n).to(tl.int64)
+    real = slot >= 0
+    state_offs = offs_v[:, None] * K + offs_k[None, :]
+    state_mask = mask_v[:, None] & mask_k[None, :]
+    state_base = state_pool_ptr + tl.maximum(slot, 0) * stride_pool_slot + i_hv * (V * K)
+    state = tl.load(state_base + state_offs, mask=state_mask & real, other=0.0, eviction_policy="evict_first")
+
+    n64 = tl.cast(i_n, tl.int64)
+    inter_base = inter_ptr + n64 * stride_inter_seq + i_hv * (V * K)
+    for i_d in range(0, D):
+        d64 = tl.cast(i_d, tl.int64)
+        tok = n64 * D + d64
+        q = tl.load(q_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0)
+        k = tl.load(k_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0)
+        v = tl.load(v_ptr + tok * stride_v_tok + i_hv * stride_v_head + offs_v, mask=mask_v, other=0.0)
+        q = q.to(tl.float32)
+        k = k.to(tl.float32)
+        v = v.to(tl.float32)
+        g = tl.load(g_ptr + tok * HV + i_hv)
+        beta = tl.load(beta_ptr + tok * HV + i_hv)
+
+        state = state * tl.exp(g)
+        u = beta * (v - tl.sum(state * k[None, :], axis=1))
+        state = state + u[:, None] * k[None, :]
+        o = tl.sum(state * (q * scale)[None, :], axis=1)
+        o = tl.where(real, o, 0.0)
+
+        tl.store(o_ptr + (tok * HV + i_hv) * V + offs_v, o.to(o_ptr.dtype.element_ty), mask=mask_v)
+        tl.store(
+            inter_base + d64 * stride_inter_draft + state_offs,
+            state,
+            mask=state_mask & real,
+            eviction_policy="evict_first",
+        )
+
+
+def _decode_config(programs_per_tile: int, V: int, K: int) -> tuple[int, int]:
+    """(BV, num_warps) for a grid of ``programs_per_tile`` (sequence, head) pairs.
+
+    A [32, 128] fp32 tile (16 KiB) per 4-warp program keeps 32 elements per thread in registers and
+    several programs per SM in flight; small batches get thinner tiles so that every SM still has work.
+    """
+    BK = triton.next_power_of_2(K)
+    BV = min(32, triton.next_power_of_2(V))
+    # Thinner tiles while there are fewer than ~4 programs per SM (132 SMs on an H200).
+    while BV > 8 and programs_per_tile * triton.cdiv(V, BV) < 4 * 132:
+        BV //= 2
+    num_warps = max(1, min(8, BV * BK // 1024))
+    return BV, num_warps
+
+
+def _qkv_strides_ok(*tensors: torch.Tensor) -> list[torch.Tensor]:
+    """The kernels index tokens and heads by stride but need the head dim contiguous."""
+    return [t if t.stride(-1) == 1 else t.contiguous() for t in tensors]
+
+
+def decode(q, k, v, g, beta, *, state_pool, state_indices, scale, BV=None, num_warps=None):
+    """GDN decode: one token per sequence, pool updated in place. ``BV``/``num_warps`` override tuning."""
+    T, H, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    q, k, v = _qkv_strides_ok(q, k, v)
+    g, beta = g.contiguous(), beta.contiguous()
+    o = torch.empty((T, HV, V), dtype=v.dtype, device=v.device)
+    if T == 0:
+        return o
+    auto_BV, auto_warps = _decode_config(T * HV, V, K)
+    BV = BV or auto_BV
+    grid = (triton.cdiv(V, BV) * T * HV,)
+    _gdn_decode_kernel[grid](
+        q,
+        k,
+        v,
+        g,
+        beta,
+        o,
+        state_pool,
+        state_indices,
+        q.stride(0),
+        q.stride(1),
+        v.stride(0),
+        v.stride(1),
+        state_pool.stride(0),
+        scale,
+        H=H,
+        HV=HV,
+        K=K,
+        V=V,
+        BK=triton.next_power_of_2(K),
+        BV=BV,
+        num_warps=num_warps or auto_warps,
+    )
+    return o
+
+
+def verify(
+    q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale, BV=None, num_warps=None
+):
+    """GDN verify: D draft tokens per sequence; states after each token to ``intermediate_states``."""
+    T, H, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    N, D = intermediate_states.shape[:2]
+    q, k, v = _qkv_strides_ok(q, k, v)
+    g, beta = g.contiguous(), beta.contiguous()
+    o = torch.empty((T, HV, V), dtype=v.dtype, device=v.device)
+    if T == 0:
+        return o
+    auto_BV, auto_warps = _decode_config(N * HV, V, K)
+    BV = BV or auto_BV
+    grid = (triton.cdiv(V, BV) * N * HV,)
+    _gdn_verify_kernel[grid](
+        q,
+        k,
+        v,
+        g,
+        beta,
+        o,
+        state_pool,
+        state_indices,
+        intermediate_states,
+        q.stride(0),
+        q.stride(1),
+        v.stride(0),
+        v.stride(1),
+        state_pool.stride(0),
+        intermediate_states.stride(0),
+        intermediate_states.stride(1),
+        scale,
+        D,
+        H=H,
+        HV=HV,
+        K=K,
+        V=V,
+        BK=triton.next_power_of_2(K),
+        BV=BV,
+        num_warps=num_warps or auto_warps,
+    )
+    return o
