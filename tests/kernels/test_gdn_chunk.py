@@ -1,0 +1,147 @@
+"""Our Triton chunked GDN prefill (``kernels/gdn/chunk.py``) against the torch reference, on the CPU.
+
+Without a GPU the kernels run under the Triton interpreter (root conftest), so inputs are fp32 or fp16
+(bf16 arithmetic is wrong in the interpreter; bf16 is covered by ``test_gdn_chunk_gpu.py``). Every call
+goes through the public ``kernels.gdn.prefill`` with ``backend="triton"``. The kernel's output and
+scratch buffers are filled with NaN before each call, so an element the kernel forgets to write, or a
+scratch element it reads without having written, shows up as NaN.
+"""
+
+import pytest
+import torch
+from gdn_inputs import clone_inputs, make_inputs, rel_rmse
+
+from kernels import gdn
+from kernels.gdn import chunk
+
+FP32_BOUND = 1e-5
+FP16_BOUND = 2e-3
+
+# Around the 64-token chunk: empty, one token, one short of a chunk, exactly one, one over, two and a bit.
+EDGE_LENGTHS = [0, 1, 63, 64, 65, 130]
+
+
+@pytest.fixture(autouse=True)
+def nan_filled_buffers(monkeypatch):
+    def nan_empty(shape, dtype, device):
+        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+
+    monkeypatch.setattr(chunk, "_empty", nan_empty)
+
+
+def _run_both(inputs):
+    """(triton o, torch o, triton inputs, torch inputs); each backend updates its own copy of the pool."""
+    ours, ref = clone_inputs(inputs), clone_inputs(inputs)
+    o = gdn.prefill(**ours, backend="triton")
+    o_ref = gdn.prefill(**ref, backend="torch")
+    return o, o_ref, ours, ref
+
+
+def _assert_matches(o, o_ref, ours, ref, bound):
+    assert o.dtype == o_ref.dtype
+    assert not torch.isnan(o).any(), "output has unwritten (NaN) elements"
+    err_o = rel_rmse(o, o_ref)
+    err_s = rel_rmse(ours["state_pool"], ref["state_pool"])
+    assert err_o <= bound, f"output rel RMSE {err_o:.3g} > {bound}"
+    assert err_s <= bound, f"final state rel RMSE {err_s:.3g} > {bound}"
+
+
+@pytest.mark.parametrize("cu_dtype", [torch.int32, torch.int64])
+def test_varlen_batch_around_the_chunk_size_matches_the_reference(cu_dtype):
+    inputs = make_inputs("prefill", N=6, H=2, HV=4, K=32, V=32, seqlens=EDGE_LENGTHS, seed=1)
+    inputs["cu_seqlens"] = inputs["cu_seqlens"].to(cu_dtype)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def test_padding_sequences_get_zero_output_and_leave_the_pool_untouched():
+    seqlens = [70, 5, 64, 0, 33, 129]
+    inputs = make_inputs("prefill", N=6, H=2, HV=4, K=32, V=32, seqlens=seqlens, pad=3, seed=2)
+    pool_before = inputs["state_pool"].clone()
+    o, o_ref, ours, ref = _run_both(inputs)
+    _assert_matches(o, o_ref, ours, ref, FP32_BOUND)
+
+    cu = inputs["cu_seqlens"].tolist()
+    for n, slot in enumerate(inputs["state_indices"].tolist()):
+        if slot < 0:
+            assert torch.equal(o[cu[n] : cu[n + 1]], torch.zeros_like(o[cu[n] : cu[n + 1]]))
+    used = {s for s in inputs["state_indices"].tolist() if s >= 0}
+    for slot in range(pool_before.shape[0]):
+        if slot not in used:
+            assert torch.equal(ours["state_pool"][slot], pool_before[slot]), (
+                f"unreferenced slot {slot} changed"
+            )
+
+
+def test_zero_length_sequences_leave_their_slot_bit_identical():
+    inputs = make_inputs("prefill", N=3, H=1, HV=2, K=16, V=16, seqlens=[0, 9, 0], seed=3)
+    pool_before = inputs["state_pool"].clone()
+    o, o_ref, ours, ref = _run_both(inputs)
+    _assert_matches(o, o_ref, ours, ref, FP32_BOUND)
+    for n in (0, 2):
+        slot = inputs["state_indices"][n].item()
+        assert torch.equal(ours["state_pool"][slot], pool_before[slot])
+
+
+def test_a_batch_of_only_empty_sequences_changes_nothing():
+    inputs = make_inputs("prefill", N=2, H=1, HV=2, K=16, V=16, seqlens=[0, 0], seed=4)
+    pool_before = inputs["state_pool"].clone()
+    o = gdn.prefill(**inputs, backend="triton")
+    assert o.shape == (0, 2, 16)
+    assert torch.equal(inputs["state_pool"], pool_before)
+
+
+def test_many_short_sequences_find_their_chunks():
+    # More sequences than the chunk table's first power of two, several sharing one 64-token span.
+    seqlens = torch.randint(0, 40, (37,), generator=torch.Generator().manual_seed(5)).tolist()
+    inputs = make_inputs("prefill", N=37, H=1, HV=1, K=16, V=16, seqlens=seqlens, pad=4, seed=5)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+@pytest.mark.parametrize("normalizer", [0.05, 10.0], ids=["strong-decay", "weak-decay"])
+def test_strong_and_weak_decay_match_the_reference(normalizer):
+    # normalizer 0.05: g down to about -100 per token, so exp(γ) underflows inside a chunk.
+    inputs = make_inputs(
+        "prefill", N=2, H=2, HV=4, K=32, V=32, seqlens=[100, 64], normalizer=normalizer, seed=6
+    )
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def test_as_many_v_heads_as_qk_heads():
+    inputs = make_inputs("prefill", N=2, H=3, HV=3, K=32, V=32, seqlens=[80, 17], seed=7)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def test_several_v_tiles_and_k_different_from_v():
+    inputs = make_inputs("prefill", N=2, H=1, HV=2, K=32, V=96, seqlens=[70, 3], seed=8)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def test_head_dim_64():
+    inputs = make_inputs("prefill", N=2, H=1, HV=2, K=64, V=64, seqlens=[150, 20], seed=9)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def test_head_dim_not_a_power_of_two():
+    inputs = make_inputs("prefill", N=1, H=1, HV=2, K=24, V=40, seqlens=[90], seed=10)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def test_fp16_inputs_match_the_reference_within_fp16_rounding():
+    inputs = make_inputs("prefill", N=4, H=2, HV=4, K=32, V=32, seqlens=[1, 64, 130, 40], dtype=torch.float16)
+    o, o_ref, ours, ref = _run_both(inputs)
+    assert o.dtype == torch.float16
+    _assert_matches(o, o_ref, ours, ref, FP16_BOUND)
+
+
+def test_a_pool_view_with_a_slot_pitch_is_read_and_written_in_place():
+    inputs = make_inputs("prefill", N=2, H=1, HV=2, K=16, V=16, seqlens=[65, 7], slots=5, seed=11)
+    ref = clone_inputs(inputs)
+    # The pool as one layer of a bigger [slots, layers, HV, V, K] buffer.
+    big = torch.randn(5, 3, 2, 16, 16)
+    big[:, 1] = inputs["state_pool"]
+    other_layers = big[:, [0, 2]].clone()
+    inputs["state_pool"] = big[:, 1]
+    o = gdn.prefill(**inputs, backend="triton")
+    o_ref = gdn.prefill(**ref, backend="torch")
+    _assert_matches(o, o_ref, {"state_pool": big[:, 1]}, ref, FP32_BOUND)
+    assert torch.equal(big[:, [0, 2]], other_layers)
