@@ -1,0 +1,86 @@
+"""GDN Triton decode/verify on a CUDA GPU: bf16 inputs at Qwen3-Next shapes, and CUDA-graph capture.
+
+The reference is the torch backend on the fp32 inputs the bf16 ones were rounded from, so the bound
+(relative RMSE ≤ 5e-3) covers bf16 input rounding plus the kernel's own error.
+"""
+
+import pytest
+import torch
+from gdn_inputs import clone_inputs, make_inputs, rel_rmse
+
+from kernels import gdn
+
+pytestmark = pytest.mark.gpu
+
+QWEN3_NEXT = dict(H=16, HV=32, K=128, V=128)
+BF16_BOUND = 5e-3
+
+
+def _bf16_and_fp32_inputs(phase, N, **kwargs):
+    fp32 = make_inputs(phase, N=N, **QWEN3_NEXT, device="cuda", seed=N, **kwargs)
+    bf16 = clone_inputs(fp32)
+    for name in ("q", "k", "v"):
+        bf16[name] = fp32[name].to(torch.bfloat16)
+    return bf16, fp32
+
+
+@pytest.mark.parametrize("N", [1, 64, 256])
+def test_decode_with_bf16_inputs_matches_the_fp32_reference_at_qwen3_next_shapes(N):
+    bf16, fp32 = _bf16_and_fp32_inputs("decode", N, pad=N // 8)
+    o = gdn.decode(**bf16, backend="triton")
+    o_ref = gdn.decode(**fp32, backend="torch")
+    assert o.dtype == torch.bfloat16
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["state_pool"], fp32["state_pool"]) <= BF16_BOUND
+
+
+@pytest.mark.parametrize("N", [1, 64, 256])
+def test_verify_with_bf16_inputs_matches_the_fp32_reference_at_qwen3_next_shapes(N):
+    bf16, fp32 = _bf16_and_fp32_inputs("verify", N, D=4, pad=N // 8)
+    pool_before = bf16["state_pool"].clone()
+    o = gdn.verify(**bf16, backend="triton")
+    o_ref = gdn.verify(**fp32, backend="torch")
+    real = fp32["state_indices"] >= 0
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["intermediate_states"][real], fp32["intermediate_states"][real]) <= BF16_BOUND
+    assert torch.equal(bf16["state_pool"], pool_before)
+
+
+def _capture(fn):
+    """Warm up (compiles the kernel) on a side stream, then capture ``fn`` into a CUDA graph."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out
+
+
+def _refill(static: dict, fresh: dict) -> None:
+    for name, t in fresh.items():
+        static[name].copy_(t)
+
+
+@pytest.mark.parametrize("phase", ["decode", "verify"])
+def test_phase_captured_in_a_cuda_graph_replays_with_new_inputs(phase):
+    shape = dict(N=8, H=4, HV=8, K=128, V=128, D=3 if phase == "verify" else None, pad=2)
+    static = make_inputs(phase, **shape, dtype=torch.bfloat16, device="cuda", seed=1)
+    run = getattr(gdn, phase)
+    graph, o_static = _capture(lambda: run(**static, backend="triton"))
+
+    for seed in (2, 3):  # two replays, each on new q/k/v/g/beta, slots and pool contents
+        fresh = make_inputs(phase, **shape, dtype=torch.bfloat16, device="cuda", seed=seed)
+        _refill(static, fresh)
+        expected = clone_inputs(fresh)
+        o_ref = run(**expected, backend="torch")
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_rmse(o_static, o_ref) <= BF16_BOUND  # bf16 outputs: last-bit rounding differences
+        assert torch.allclose(static["state_pool"], expected["state_pool"], rtol=1e-5, atol=1e-5)
+        if phase == "verify":
+            real = expected["state_indices"] >= 0
+            got, want = static["intermediate_states"][real], expected["intermediate_states"][real]
+            assert rel_rmse(got, want) <= 1e-5
