@@ -1,0 +1,453 @@
+"""The interpreter: evaluates a checked Model directly, explaining every decision.
+
+It is the executable specification the generated code is held against (tests compare the two over the
+whole finite input domain), and what `explain`, `table` and `diff` run. Values are plain Python: enum
+members as their names (str), ints, bools; None means unset. A name that was not given (a fact in
+`explain`) is UNKNOWN, and conditions use three-valued logic, so explain can say what it could not decide.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import msgspec
+
+from codegen import ir
+from codegen.model import EnumT, IntT, Model, StampInfo, Type, domain
+
+
+class _Unknown:
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Any = _Unknown()
+
+
+class RuleViolation(msgspec.Struct, frozen=True):
+    """A forbid/require that failed: the message a user sees and the rule that says so."""
+
+    message: str
+    source: str
+    rule: str
+
+
+# --------------------------------------------------------------------------------------------- expressions
+
+
+def show_expr(e: ir.Expr) -> str:
+    """The expression as written in the rules (canonical spacing), for explanations."""
+    if isinstance(e, ir.Truthy):
+        return e.ref.name
+    if isinstance(e, ir.Compare):
+        return f"{e.ref.name} {e.op} {ir.literal_text(e.value)}"
+    if isinstance(e, ir.Member):
+        values = ", ".join(ir.literal_text(v) for v in e.values)
+        return f"{e.ref.name} {'not in' if e.negated else 'in'} {{{values}}}"
+    if isinstance(e, ir.AnyField):
+        return f"{e.value.value} in {e.stamp.name}"
+    if isinstance(e, ir.IsUnset):
+        return f"{e.ref.name} is {'set' if e.negated else 'unset'}"
+    if isinstance(e, ir.Const):
+        return "true" if e.value else "false"
+    if isinstance(e, ir.Not):
+        inner = show_expr(e.operand)
+        return f"not {inner}" if isinstance(e.operand, (ir.Truthy, ir.Not, ir.Const)) else f"not ({inner})"
+    op = {ir.And: "and", ir.Or: "or", ir.Implies: "implies"}[type(e)]
+    return f"{_paren(e.left, e)} {op} {_paren(e.right, e)}"
+
+
+_PRECEDENCE = {ir.Implies: 1, ir.Or: 2, ir.And: 3}
+
+
+def _paren(child: ir.Expr, parent: ir.Expr) -> str:
+    text = show_expr(child)
+    if type(child) in _PRECEDENCE and _PRECEDENCE[type(child)] <= _PRECEDENCE[type(parent)]:
+        if not (type(child) is type(parent) and type(parent) is not ir.Implies and child is parent.left):
+            return f"({text})"
+    return text
+
+
+def show_value(value: Any) -> str:
+    if value is None:
+        return "unset"
+    if value is UNKNOWN:
+        return "not given"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _lookup(env: Mapping[str, Any], name: str) -> Any:
+    return env.get(name, UNKNOWN)
+
+
+def eval_expr(e: ir.Expr, env: Mapping[str, Any], stamp_fields: Mapping[str, tuple[str, ...]] = {}) -> Any:
+    """True, False or UNKNOWN (Kleene logic over names that were not given)."""
+    if isinstance(e, ir.Const):
+        return e.value
+    if isinstance(e, ir.Not):
+        v = eval_expr(e.operand, env, stamp_fields)
+        return UNKNOWN if v is UNKNOWN else not v
+    if isinstance(e, ir.And):
+        left = eval_expr(e.left, env, stamp_fields)
+        if left is False:
+            return False
+        right = eval_expr(e.right, env, stamp_fields)
+        if right is False:
+            return False
+        return UNKNOWN if UNKNOWN in (left, right) else True
+    if isinstance(e, ir.Or):
+        left = eval_expr(e.left, env, stamp_fields)
+        if left is True:
+            return True
+        right = eval_expr(e.right, env, stamp_fields)
+        if right is True:
+            return True
+        return UNKNOWN if UNKNOWN in (left, right) else False
+    if isinstance(e, ir.Implies):
+        return eval_expr(ir.Or(ir.Not(e.left, e.loc), e.right, e.loc), env, stamp_fields)
+    if isinstance(e, ir.AnyField):
+        values = [_lookup(env, f"{e.stamp.name}.{f}") for f in stamp_fields.get(e.stamp.name, ())]
+        if e.value.value in values:
+            return True
+        return UNKNOWN if UNKNOWN in values else False
+    value = _lookup(env, e.ref.name)
+    if value is UNKNOWN:
+        return UNKNOWN
+    if isinstance(e, ir.Truthy):
+        return bool(value)
+    if isinstance(e, ir.IsUnset):
+        return (value is not None) if e.negated else (value is None)
+    if isinstance(e, ir.Member):
+        inside = value is not None and value in {v.value for v in e.values}
+        return not inside if e.negated else inside
+    assert isinstance(e, ir.Compare)
+    lit = e.value.value
+    if e.op == "==":
+        return value is not None and value == lit
+    if e.op == "!=":
+        return value is None or value != lit
+    if value is None:
+        return False
+    return {"<": value < lit, "<=": value <= lit, ">=": value >= lit}[e.op]
+
+
+def _inputs_note(e: ir.Expr, env: Mapping[str, Any], stamp_fields: Mapping[str, tuple[str, ...]]) -> str:
+    names = []
+    for ref in ir.expr_refs(e):
+        if isinstance(e, ir.AnyField) or ref.name in stamp_fields:
+            names += [f"{ref.name}.{f}" for f in stamp_fields.get(ref.name, ())]
+        else:
+            names.append(ref.name)
+    seen = dict.fromkeys(names)
+    return ", ".join(f"{n} = {show_value(_lookup(env, n))}" for n in seen)
+
+
+# --------------------------------------------------------------------------------------------- chains
+
+
+class TierOutcome(msgspec.Struct):
+    tier: str  # the label: flag / auto / base / follow / const
+    text: str  # the tier as written
+    source: str
+    status: str  # won / lost / not reached / unknown
+    reason: str
+    value: Any = None
+
+
+class FieldOutcome(msgspec.Struct):
+    value: Any
+    tier: str | None
+    source: str | None
+    tiers: list[TierOutcome]
+    origin: str | None = None  # the input the value was copied from (flag/base/auto), for symbolic tables
+
+
+def tier_text(tier: ir.Tier) -> str:
+    head = ir.literal_text(tier.value) if tier.kind == "const" else f"{tier.kind} {tier.ref.name}"
+    return f"{head} when {show_expr(tier.when)}" if tier.when is not None else head
+
+
+def resolve_chain(
+    field: ir.FieldDecl,
+    env: Mapping[str, Any],
+    origins: Mapping[str, str | None] = {},
+    stamp_fields: Mapping[str, tuple[str, ...]] = {},
+) -> FieldOutcome:
+    """First tier whose condition holds and which yields a value wins."""
+    outcomes: list[TierOutcome] = []
+    winner: FieldOutcome | None = None
+    for tier in field.tiers:
+        text, source = tier_text(tier), str(tier.loc)
+        if winner is not None:
+            outcomes.append(
+                TierOutcome(tier.kind, text, source, "not reached", f"the {winner.tier} tier won")
+            )
+            continue
+        if tier.when is not None:
+            holds = eval_expr(tier.when, env, stamp_fields)
+            note = _inputs_note(tier.when, env, stamp_fields)
+            if holds is UNKNOWN:
+                outcomes.append(TierOutcome(tier.kind, text, source, "unknown", f"cannot decide: {note}"))
+                winner = FieldOutcome(UNKNOWN, tier.kind, source, outcomes)
+                continue
+            if not holds:
+                reason = f"`{show_expr(tier.when)}` is false ({note})"
+                outcomes.append(TierOutcome(tier.kind, text, source, "lost", reason))
+                continue
+        if tier.kind == "const":
+            value, origin, why = tier.value.value, None, "the constant"
+        else:
+            value = _lookup(env, tier.ref.name)
+            origin = origins.get(tier.ref.name, tier.ref.name) if tier.kind == "follow" else tier.ref.name
+            why = f"{tier.ref.name} = {show_value(value)}"
+        if tier.when is not None:
+            why += f", and `{show_expr(tier.when)}` holds ({_inputs_note(tier.when, env, stamp_fields)})"
+        if value is None:
+            outcomes.append(TierOutcome(tier.kind, text, source, "lost", f"{tier.ref.name} is unset"))
+            continue
+        outcomes.append(
+            TierOutcome(tier.kind, text, source, "unknown" if value is UNKNOWN else "won", why, value)
+        )
+        winner = FieldOutcome(value, tier.kind, source, outcomes, origin)
+    if winner is None:  # unreachable for a checked model: every chain is total
+        return FieldOutcome(None, None, None, outcomes)
+    winner.tiers = outcomes
+    return winner
+
+
+# --------------------------------------------------------------------------------------------- stamps
+
+
+def coerce(t: Type, value: Any) -> Any:
+    """A given value as the interpreter represents it; an open enum maps unknown names to its fallback."""
+    if value is None or value is UNKNOWN:
+        return value
+    if isinstance(t, EnumT):
+        value = getattr(value, "value", value)
+        if value in t.members:
+            return value
+        if t.open_member is not None:
+            return t.open_member
+        raise ValueError(f"{value!r} is not a member of {t.name} ({', '.join(t.members)})")
+    if isinstance(t, IntT):
+        if isinstance(value, bool) or not isinstance(value, int) or value not in t.values:
+            raise ValueError(f"{value!r} is not one of {', '.join(map(str, t.values))}")
+        return value
+    if not isinstance(value, bool):
+        raise ValueError(f"{value!r} is not true or false")
+    return value
+
+
+def config_env(model: Model, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every config leaf: the given value, else its default (None when it has none). Facts only if given."""
+    env: dict[str, Any] = {}
+    for name, leaf in model.leaves.items():
+        if name in given:
+            env[name] = coerce(leaf.type, given[name])
+        elif not leaf.is_fact:
+            env[name] = leaf.default
+    return env
+
+
+def resolve_stamp(model: Model, stamp: StampInfo, env: Mapping[str, Any]) -> dict[str, FieldOutcome]:
+    """Resolve every field of a stamp; `env` holds config leaves and slots (None = not given)."""
+    env = dict(env)
+    origins: dict[str, str | None] = {}
+    fields: dict[str, FieldOutcome] = {}
+    for name in stamp.eval_order:
+        outcome = resolve_chain(stamp.field(name).decl, env, origins)
+        fields[name] = outcome
+        env[name] = outcome.value
+        origins[name] = outcome.origin
+    return {f.name: fields[f.name] for f in stamp.fields}
+
+
+def stamp_inputs(model: Model, stamp: StampInfo) -> list[tuple[str, Type, bool]]:
+    """(name, type, may be unset) of every input a stamp's resolver reads: config leaves, then slots."""
+    names: dict[str, None] = {}
+    for f in stamp.fields:
+        for tier in f.decl.tiers:
+            if tier.kind in ("flag", "base"):
+                names[tier.ref.name] = None
+            if tier.when is not None:
+                for ref in ir.expr_refs(tier.when):
+                    if ref.name in model.leaves:
+                        names[ref.name] = None
+    ordered = [n for n in model.leaves if n in names]
+    inputs = [(n, model.leaves[n].type, model.leaves[n].optional) for n in ordered]
+    return inputs + [(s.name, s.type, True) for s in stamp.slots]
+
+
+def input_domain(t: Type, optional: bool) -> tuple[Any, ...]:
+    return ((None,) if optional else ()) + tuple(domain(t))
+
+
+def enumerate_domain(inputs: list[tuple[str, Type, bool]]) -> Iterator[dict[str, Any]]:
+    """Every combination of input values (the whole finite domain)."""
+    names = [name for name, _, _ in inputs]
+    for values in itertools.product(*(input_domain(t, opt) for _, t, opt in inputs)):
+        yield dict(zip(names, values))
+
+
+# --------------------------------------------------------------------------------------------- gates, launch, validate
+
+
+class GateOutcome(msgspec.Struct):
+    gate: str
+    source: str
+    status: str  # yields / declines / unknown
+    reason: str
+    value: Any = None
+
+
+def run_gate(model: Model, name: str, env: Mapping[str, Any]) -> GateOutcome:
+    info = model.autos[name]
+    decl = info.decl
+    holds = eval_expr(decl.when, env)
+    if holds is True:
+        return GateOutcome(name, str(decl.loc), "yields", "every condition holds", decl.value.value)
+    failed = _first_failing(decl.when, env)
+    if holds is UNKNOWN:
+        return GateOutcome(name, str(decl.loc), "unknown", f"cannot decide without {failed}")
+    return GateOutcome(name, str(decl.loc), "declines", failed)
+
+
+def _first_failing(e: ir.Expr, env: Mapping[str, Any]) -> str:
+    """The first conjunct that is not true, with the values it read (the `why` of a declined gate)."""
+    conjuncts: list[ir.Expr] = []
+
+    def flatten(x: ir.Expr) -> None:
+        if isinstance(x, ir.And):
+            flatten(x.left)
+            flatten(x.right)
+        else:
+            conjuncts.append(x)
+
+    flatten(e)
+    unknown = None
+    for c in conjuncts:
+        v = eval_expr(c, env)
+        if v is False:
+            return f"`{show_expr(c)}` is false ({_inputs_note(c, env, {})})"
+        if v is UNKNOWN and unknown is None:
+            unknown = ", ".join(r.name for r in ir.expr_refs(c) if _lookup(env, r.name) is UNKNOWN)
+    return unknown or "nothing"
+
+
+def slot_values(model: Model, stamp: StampInfo, env: Mapping[str, Any], given: Mapping[str, Any]):
+    """Each slot's value: given directly, else the first of its gates that yields."""
+    values: dict[str, Any] = {}
+    outcomes: dict[str, list[GateOutcome]] = {}
+    for slot in stamp.slots:
+        if slot.name in given:
+            values[slot.name] = coerce(slot.type, given[slot.name])
+            outcomes[slot.name] = []
+            continue
+        values[slot.name] = None
+        outcomes[slot.name] = []
+        for gate in slot.sources:
+            result = run_gate(model, gate, env)
+            outcomes[slot.name].append(result)
+            if result.status == "yields":
+                values[slot.name] = result.value
+                break
+            if result.status == "unknown":
+                values[slot.name] = UNKNOWN
+                break
+    return values, outcomes
+
+
+class LaunchOutcome(msgspec.Struct):
+    kind: str  # set / local / check
+    text: str
+    source: str
+    status: str  # applied / skipped / unknown / ok / violated
+    reason: str
+
+
+def run_launch(
+    model: Model, env: dict[str, Any]
+) -> tuple[dict[str, Any], list[LaunchOutcome], list[RuleViolation]]:
+    """Apply every launch block in order; returns the normalised config, what happened, and violations."""
+    env = dict(env)
+    log: list[LaunchOutcome] = []
+    violations: list[RuleViolation] = []
+    for launch in model.launches:
+        local_names = []
+        for stmt in launch.decl.stmts:
+            if isinstance(stmt, ir.SetStmt):
+                text = f"set {stmt.target.name} = {ir.literal_text(stmt.value)}"
+                holds = True if stmt.when is None else eval_expr(stmt.when, env)
+                if holds is True:
+                    env[stmt.target.name] = stmt.value.value
+                    log.append(LaunchOutcome("set", text, str(stmt.loc), "applied", stmt.log or ""))
+                else:
+                    why = _first_failing(stmt.when, env)
+                    status = "unknown" if holds is UNKNOWN else "skipped"
+                    log.append(LaunchOutcome("set", text, str(stmt.loc), status, why))
+            elif isinstance(stmt, ir.FieldDecl):
+                outcome = resolve_chain(stmt, env)
+                env[stmt.name.value] = outcome.value
+                local_names.append(stmt.name.value)
+                log.append(
+                    LaunchOutcome(
+                        "local", stmt.name.value, str(stmt.loc), "applied", f"= {show_value(outcome.value)}"
+                    )
+                )
+            else:
+                log.append(_run_check(stmt, env, {}, violations, launch.name))
+        for name in local_names:  # launch locals are not config: they do not leak out
+            env.pop(name, None)
+    return env, log, violations
+
+
+def _run_check(
+    stmt: ir.Check, env, stamp_fields, violations: list[RuleViolation], rule: str
+) -> LaunchOutcome:
+    holds = eval_expr(stmt.cond, env, stamp_fields)
+    text = f"{stmt.kind} {show_expr(stmt.cond)}"
+    if holds is UNKNOWN:
+        return LaunchOutcome("check", text, str(stmt.loc), "unknown", "not checked: an input was not given")
+    failed = holds if stmt.kind == "forbid" else not holds
+    if failed:
+        violations.append(RuleViolation(stmt.message, str(stmt.loc), rule))
+        return LaunchOutcome("check", text, str(stmt.loc), "violated", stmt.message)
+    return LaunchOutcome("check", text, str(stmt.loc), "ok", "")
+
+
+def run_validate(
+    model: Model, name: str, stamp: StampInfo, values: Mapping[str, Any], env: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[LaunchOutcome], list[RuleViolation]]:
+    """One validate block against a resolved stamp: fallbacks replace values (logged), checks may fail."""
+    info = next(v for v in model.validates if v.name == name)
+    values = dict(values)
+    stamp_fields = {stamp.name: tuple(f.name for f in stamp.fields)}
+    log: list[LaunchOutcome] = []
+    violations: list[RuleViolation] = []
+    for stmt in info.decl.stmts:
+        scope = dict(env)
+        scope.update({f"{stamp.name}.{k}": v for k, v in values.items()})
+        if isinstance(stmt, ir.Fallback):
+            field = stmt.field.name.split(".", 1)[1]
+            text = f"fallback {stmt.field.name} {ir.literal_text(stmt.from_value)} -> {ir.literal_text(stmt.to_value)}"
+            if values.get(field) != stmt.from_value.value:
+                log.append(
+                    LaunchOutcome("fallback", text, str(stmt.loc), "skipped", f"{field} is not that value")
+                )
+                continue
+            holds = eval_expr(stmt.when, scope, stamp_fields)
+            if holds is True:
+                values[field] = stmt.to_value.value
+                log.append(LaunchOutcome("fallback", text, str(stmt.loc), "applied", stmt.log))
+            else:
+                status = "unknown" if holds is UNKNOWN else "skipped"
+                log.append(
+                    LaunchOutcome("fallback", text, str(stmt.loc), status, _first_failing(stmt.when, scope))
+                )
+        elif isinstance(stmt, ir.Check):
+            log.append(_run_check(stmt, scope, stamp_fields, violations, name))
+    return values, log, violations

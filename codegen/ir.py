@@ -1,0 +1,350 @@
+"""The data model: a frozen IR of one .rules file, every node carrying its position.
+
+The parser builds it, the checker resolves it (codegen/checks.py), the interpreter evaluates it and the
+templates render it. Nothing here knows about Lark or Jinja. Names are plain strings; `Ref.name` is the
+dotted name exactly as written in the rules (`mamba.linear_attn_backend`, `decode`, `runner.sm`).
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+
+
+class _Tagged(msgspec.Struct, frozen=True, tag_field="node"):
+    """Base of the nodes that stand in a union; the tag names the node kind in JSON."""
+
+
+class Loc(msgspec.Struct, frozen=True):
+    """A span in a .rules file; lines and columns count from 1, as editors show them."""
+
+    path: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.col}"
+
+
+class Name(msgspec.Struct, frozen=True):
+    """An identifier at a position (a declaration's name, a list entry)."""
+
+    value: str
+    loc: Loc
+
+
+# --------------------------------------------------------------------------------------------- literals
+
+
+class NameLit(_Tagged, tag="name"):
+    """A bare name used as a value: an enum member."""
+
+    value: str
+    loc: Loc
+
+
+class IntLit(_Tagged, tag="int"):
+    value: int
+    loc: Loc
+
+
+class BoolLit(_Tagged, tag="bool"):
+    value: bool
+    loc: Loc
+
+
+Literal = Union[NameLit, IntLit, BoolLit]
+
+
+def literal_text(lit: Literal) -> str:
+    if isinstance(lit, BoolLit):
+        return "true" if lit.value else "false"
+    return str(lit.value)
+
+
+# --------------------------------------------------------------------------------------------- types
+
+
+class NamedType(_Tagged, tag="named"):
+    """`bool` or the name of an enum."""
+
+    name: str
+    loc: Loc
+
+
+class IntType(_Tagged, tag="int"):
+    """`int in {...}`: an integer with a finite domain."""
+
+    values: tuple[int, ...]
+    loc: Loc
+
+
+TypeRef = Union[NamedType, IntType]
+
+
+# --------------------------------------------------------------------------------------------- expressions
+
+
+class Ref(msgspec.Struct, frozen=True):
+    name: str
+    loc: Loc
+
+
+class Truthy(_Tagged, tag="truthy"):
+    """A boolean leaf or fact used as a condition."""
+
+    ref: Ref
+    loc: Loc
+
+
+class Compare(_Tagged, tag="compare"):
+    ref: Ref
+    op: str  # one of == != < <= >=
+    value: Literal
+    loc: Loc
+
+
+class Member(_Tagged, tag="member"):
+    """`ref in {a, b}` or, negated, `ref not in {a, b}`."""
+
+    ref: Ref
+    values: tuple[Literal, ...]
+    negated: bool
+    loc: Loc
+
+
+class AnyField(_Tagged, tag="any_field"):
+    """`value in Stamp`: some field of the stamp has this value."""
+
+    value: NameLit
+    stamp: Ref
+    loc: Loc
+
+
+class IsUnset(_Tagged, tag="is_unset"):
+    """`ref is unset` or, negated, `ref is set`."""
+
+    ref: Ref
+    negated: bool
+    loc: Loc
+
+
+class Const(_Tagged, tag="const"):
+    value: bool
+    loc: Loc
+
+
+class Not(_Tagged, tag="not"):
+    operand: Expr
+    loc: Loc
+
+
+class And(_Tagged, tag="and"):
+    left: Expr
+    right: Expr
+    loc: Loc
+
+
+class Or(_Tagged, tag="or"):
+    left: Expr
+    right: Expr
+    loc: Loc
+
+
+class Implies(_Tagged, tag="implies"):
+    left: Expr
+    right: Expr
+    loc: Loc
+
+
+Expr = Union[Truthy, Compare, Member, AnyField, IsUnset, Const, Not, And, Or, Implies]
+
+
+def expr_refs(expr: Expr) -> list[Ref]:
+    """Every reference an expression reads, in source order."""
+    if isinstance(expr, (Truthy, Compare, Member, IsUnset)):
+        return [expr.ref]
+    if isinstance(expr, AnyField):
+        return [expr.stamp]
+    if isinstance(expr, Not):
+        return expr_refs(expr.operand)
+    if isinstance(expr, (And, Or, Implies)):
+        return expr_refs(expr.left) + expr_refs(expr.right)
+    return []
+
+
+def expr_literals(expr: Expr) -> list[tuple[Ref, Literal]]:
+    """(reference, literal) pairs an expression compares; `value in Stamp` pairs with the stamp ref."""
+    if isinstance(expr, Compare):
+        return [(expr.ref, expr.value)]
+    if isinstance(expr, Member):
+        return [(expr.ref, v) for v in expr.values]
+    if isinstance(expr, AnyField):
+        return [(expr.stamp, expr.value)]
+    if isinstance(expr, Not):
+        return expr_literals(expr.operand)
+    if isinstance(expr, (And, Or, Implies)):
+        return expr_literals(expr.left) + expr_literals(expr.right)
+    return []
+
+
+# --------------------------------------------------------------------------------------------- declarations
+
+
+class EnumDecl(_Tagged, tag="enum"):
+    name: Name
+    members: tuple[Name, ...]
+    open_member: Name | None
+    loc: Loc
+
+
+class Leaf(msgspec.Struct, frozen=True):
+    """A config leaf or a fact: `name: Type`, `?` when it may be unset, an optional default."""
+
+    name: Name
+    type: TypeRef
+    optional: bool
+    default: Literal | None
+    loc: Loc
+
+
+class ConfigDecl(_Tagged, tag="config"):
+    name: Name
+    leaves: tuple[Leaf, ...]
+    loc: Loc
+
+
+class FactsDecl(_Tagged, tag="facts"):
+    name: Name
+    leaves: tuple[Leaf, ...]
+    loc: Loc
+
+
+class SetStmt(_Tagged, tag="set"):
+    """`set config.leaf = value when cond log "..."`: a write to process config (launch blocks only)."""
+
+    target: Ref
+    value: Literal
+    when: Expr | None
+    log: str | None
+    loc: Loc
+
+
+class Check(_Tagged, tag="check"):
+    """`forbid cond "message"` (fails when cond holds) or `require cond "message"` (fails when it does not)."""
+
+    kind: str  # "forbid" | "require"
+    cond: Expr
+    message: str
+    loc: Loc
+
+
+class Tier(msgspec.Struct, frozen=True):
+    """One labelled step of a precedence chain.
+
+    kind: "flag" (a config leaf, when set), "auto" (a slot, when the caller gave it), "base" (a config leaf
+    or its default), "follow" (another field of the same record), "const" (a literal).
+    """
+
+    kind: str
+    ref: Ref | None
+    value: Literal | None
+    when: Expr | None
+    loc: Loc
+
+
+class FieldDecl(_Tagged, tag="field"):
+    name: Name
+    tiers: tuple[Tier, ...]
+    loc: Loc
+
+
+class LaunchDecl(_Tagged, tag="launch"):
+    """Process-level normalisation, run once at launch: sets, local derived fields and checks, in order."""
+
+    name: Name
+    stmts: tuple[SetStmt | Check | FieldDecl, ...]
+    loc: Loc
+
+
+class AutoDecl(_Tagged, tag="auto"):
+    """A per-runner auto-default gate: yields `value` when `when` holds, else nothing."""
+
+    name: Name
+    type: TypeRef
+    value: Literal
+    when: Expr
+    log: str | None
+    loc: Loc
+
+
+class SlotDecl(msgspec.Struct, frozen=True):
+    """A value the caller hands the resolver (an auto-default), optionally computed by gates."""
+
+    name: Name
+    type: TypeRef
+    sources: tuple[Name, ...]
+    loc: Loc
+
+
+class StampDecl(_Tagged, tag="stamp"):
+    name: Name
+    target: Ref  # runner.<attribute>
+    slots: tuple[SlotDecl, ...]
+    fields: tuple[FieldDecl, ...]
+    writes: tuple[SetStmt, ...]  # always an error: kept so the checker can say where
+    loc: Loc
+
+
+class Fallback(_Tagged, tag="fallback"):
+    """`fallback Stamp.field a -> b when cond log "..."`: an explicit, logged replacement."""
+
+    field: Ref
+    from_value: Literal
+    to_value: Literal
+    when: Expr
+    log: str
+    loc: Loc
+
+
+class ValidateDecl(_Tagged, tag="validate"):
+    name: Name
+    stmts: tuple[Check | Fallback | SetStmt, ...]
+    loc: Loc
+
+
+class GuardDecl(_Tagged, tag="guard"):
+    consumers: tuple[Name, ...]
+    module: str
+    module_loc: Loc
+    stamp: Name
+    loc: Loc
+
+
+class ParityDecl(_Tagged, tag="parity"):
+    """Over a registry (name -> class), drafts must have exactly the hooks their targets have."""
+
+    name: Name
+    registry: str
+    registry_loc: Loc
+    draft: str | None  # the regex between the slashes
+    draft_loc: Loc | None
+    targets: tuple[str, ...]  # suffixes appended to the draft's base name; "" = the base itself
+    exclude: tuple[Name, ...]
+    hooks: tuple[Name, ...]
+    at_least: int | None
+    clause_locs: tuple[tuple[str, Loc], ...]  # (clause keyword, where), to report repeats and omissions
+    loc: Loc
+
+
+Decl = Union[
+    EnumDecl, ConfigDecl, FactsDecl, LaunchDecl, AutoDecl, StampDecl, ValidateDecl, GuardDecl, ParityDecl
+]
+
+
+class RulesFile(msgspec.Struct, frozen=True):
+    path: str
+    decls: tuple[Decl, ...]

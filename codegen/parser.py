@@ -1,0 +1,473 @@
+"""Parse .rules text into the IR (codegen/ir.py), reporting syntax errors as diagnostics.
+
+The grammar is grammar/stampgen.lark (LALR, positions propagated). One Transformer turns the tree into IR.
+On a syntax error the file is re-parsed declaration by declaration, so one run reports the first error of
+every broken declaration instead of stopping at the first.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from codegen import ir
+from codegen.diagnostics import Diagnostic, error
+
+GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "stampgen.lark"
+
+# What a user reads instead of a terminal's internal name.
+_TERMINAL_NAMES = {
+    "NAME": "a name",
+    "DOTTED": "a dotted name",
+    "INT": "an integer",
+    "STRING": 'a "message"',
+    "REGEX": "a /regex/",
+    "COMPARE": "a comparison (==, !=, <, <=, >=)",
+    "OPTIONAL": "`?`",
+    "$END": "the end of the file",
+}
+
+DECL_KEYWORDS = ("enum", "config", "facts", "launch", "auto", "stamp", "validate", "guard", "parity")
+_DECL_START = re.compile(r"^(?:%s)\b" % "|".join(DECL_KEYWORDS), re.MULTILINE)
+
+
+@functools.lru_cache(maxsize=1)
+def grammar_parser() -> Lark:
+    return Lark(
+        GRAMMAR_PATH.read_text(encoding="utf-8"),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=False,
+    )
+
+
+def _loc(path: str, obj) -> ir.Loc:
+    """A Loc from a Token or a tree's meta (both carry line/column/end_line/end_column)."""
+    return ir.Loc(path, obj.line, obj.column, obj.end_line, obj.end_column)
+
+
+def _unquote(token: Token) -> str:
+    body = str(token)[1:-1]
+    return re.sub(r"\\(.)", r"\1", body)
+
+
+class _ToIR(Transformer):
+    """Lark tree → IR. Each method gets the children already transformed."""
+
+    def __init__(self, path: str):
+        super().__init__()
+        self.path = path
+
+    def _l(self, obj) -> ir.Loc:
+        return _loc(self.path, obj)
+
+    def _name(self, token: Token) -> ir.Name:
+        return ir.Name(str(token), self._l(token))
+
+    # ------------------------------------------------------------------ literals, refs, types
+    @v_args(meta=True)
+    def name_literal(self, meta, children):
+        return ir.NameLit(str(children[0]), self._l(meta))
+
+    @v_args(meta=True)
+    def int_literal(self, meta, children):
+        return ir.IntLit(int(children[0]), self._l(meta))
+
+    @v_args(meta=True)
+    def true_literal(self, meta, children):
+        return ir.BoolLit(True, self._l(meta))
+
+    @v_args(meta=True)
+    def false_literal(self, meta, children):
+        return ir.BoolLit(False, self._l(meta))
+
+    @v_args(meta=True)
+    def ref(self, meta, children):
+        return ir.Ref(str(children[0]), self._l(meta))
+
+    @v_args(meta=True)
+    def named_type(self, meta, children):
+        return ir.NamedType(str(children[0]), self._l(meta))
+
+    @v_args(meta=True)
+    def int_type(self, meta, children):
+        return ir.IntType(children[0], self._l(meta))
+
+    def int_list(self, children):
+        return tuple(int(t) for t in children)
+
+    def literal_list(self, children):
+        return tuple(children)
+
+    # ------------------------------------------------------------------ expressions
+    @v_args(meta=True)
+    def truthy(self, meta, children):
+        return ir.Truthy(children[0], self._l(meta))
+
+    @v_args(meta=True)
+    def compare(self, meta, children):
+        ref, op, value = children
+        return ir.Compare(ref, str(op), value, self._l(meta))
+
+    @v_args(meta=True)
+    def member(self, meta, children):
+        return ir.Member(children[0], children[1], False, self._l(meta))
+
+    @v_args(meta=True)
+    def not_member(self, meta, children):
+        return ir.Member(children[0], children[1], True, self._l(meta))
+
+    @v_args(meta=True)
+    def any_field(self, meta, children):
+        value_ref, stamp = children
+        return ir.AnyField(ir.NameLit(value_ref.name, value_ref.loc), stamp, self._l(meta))
+
+    @v_args(meta=True)
+    def is_unset(self, meta, children):
+        return ir.IsUnset(children[0], False, self._l(meta))
+
+    @v_args(meta=True)
+    def is_set(self, meta, children):
+        return ir.IsUnset(children[0], True, self._l(meta))
+
+    @v_args(meta=True)
+    def true_(self, meta, children):
+        return ir.Const(True, self._l(meta))
+
+    @v_args(meta=True)
+    def false_(self, meta, children):
+        return ir.Const(False, self._l(meta))
+
+    @v_args(meta=True)
+    def not_(self, meta, children):
+        return ir.Not(children[0], self._l(meta))
+
+    @v_args(meta=True)
+    def and_(self, meta, children):
+        return ir.And(children[0], children[1], self._l(meta))
+
+    @v_args(meta=True)
+    def or_(self, meta, children):
+        return ir.Or(children[0], children[1], self._l(meta))
+
+    @v_args(meta=True)
+    def implies(self, meta, children):
+        return ir.Implies(children[0], children[1], self._l(meta))
+
+    def when(self, children):
+        return ("when", children[0])
+
+    def log(self, children):
+        return ("log", _unquote(children[0]))
+
+    @staticmethod
+    def _tail(children) -> dict:
+        """Collect the optional ("when", expr) / ("log", text) clauses at the end of a statement."""
+        return {
+            c[0]: c[1] for c in children if isinstance(c, tuple) and len(c) == 2 and c[0] in ("when", "log")
+        }
+
+    # ------------------------------------------------------------------ declarations
+    @v_args(meta=True)
+    def enum_decl(self, meta, children):
+        name = self._name(children[0])
+        open_member = None
+        members = []
+        for child in children[1:]:
+            if isinstance(child, ir.Name):
+                open_member = child
+            else:
+                members.append(self._name(child))
+        return ir.EnumDecl(name, tuple(members), open_member, self._l(meta))
+
+    def open_clause(self, children):
+        return self._name(children[0])
+
+    @v_args(meta=True)
+    def leaf(self, meta, children):
+        name = self._name(children[0])
+        type_ref = children[1]
+        optional = any(isinstance(c, Token) and c.type == "OPTIONAL" for c in children[2:])
+        default = next((c[1] for c in children[2:] if isinstance(c, tuple) and c[0] == "default"), None)
+        return ir.Leaf(name, type_ref, optional, default, self._l(meta))
+
+    def default(self, children):
+        return ("default", children[0])
+
+    @v_args(meta=True)
+    def config_decl(self, meta, children):
+        return ir.ConfigDecl(self._name(children[0]), tuple(children[1:]), self._l(meta))
+
+    @v_args(meta=True)
+    def facts_decl(self, meta, children):
+        return ir.FactsDecl(self._name(children[0]), tuple(children[1:]), self._l(meta))
+
+    @v_args(meta=True)
+    def set_stmt(self, meta, children):
+        tail = self._tail(children)
+        target = ir.Ref(str(children[0]), self._l(children[0]))
+        return ir.SetStmt(target, children[1], tail.get("when"), tail.get("log"), self._l(meta))
+
+    @v_args(meta=True)
+    def forbid_stmt(self, meta, children):
+        return ir.Check("forbid", children[0], _unquote(children[1]), self._l(meta))
+
+    @v_args(meta=True)
+    def require_stmt(self, meta, children):
+        return ir.Check("require", children[0], _unquote(children[1]), self._l(meta))
+
+    @v_args(meta=True)
+    def launch_decl(self, meta, children):
+        return ir.LaunchDecl(self._name(children[0]), tuple(children[1:]), self._l(meta))
+
+    @v_args(meta=True)
+    def auto_decl(self, meta, children):
+        tail = self._tail(children)
+        return ir.AutoDecl(
+            self._name(children[0]), children[1], children[2], tail["when"], tail.get("log"), self._l(meta)
+        )
+
+    @v_args(meta=True)
+    def slot_decl(self, meta, children):
+        sources = children[2] if len(children) > 2 else ()
+        return ir.SlotDecl(self._name(children[0]), children[1], sources, self._l(meta))
+
+    def slot_source(self, children):
+        return tuple(self._name(t) for t in children)
+
+    def _tier(self, kind, meta, children, *, ref=None, value=None):
+        tail = self._tail(children)
+        return ir.Tier(kind, ref, value, tail.get("when"), self._l(meta))
+
+    @v_args(meta=True)
+    def flag_tier(self, meta, children):
+        return self._tier("flag", meta, children, ref=children[0])
+
+    @v_args(meta=True)
+    def base_tier(self, meta, children):
+        return self._tier("base", meta, children, ref=children[0])
+
+    @v_args(meta=True)
+    def auto_tier(self, meta, children):
+        return self._tier("auto", meta, children, ref=ir.Ref(str(children[0]), self._l(children[0])))
+
+    @v_args(meta=True)
+    def follow_tier(self, meta, children):
+        return self._tier("follow", meta, children, ref=ir.Ref(str(children[0]), self._l(children[0])))
+
+    @v_args(meta=True)
+    def const_tier(self, meta, children):
+        return self._tier("const", meta, children, value=children[0])
+
+    @v_args(meta=True)
+    def field_decl(self, meta, children):
+        return ir.FieldDecl(self._name(children[0]), tuple(children[1:]), self._l(meta))
+
+    @v_args(meta=True)
+    def stamp_decl(self, meta, children):
+        name = self._name(children[0])
+        target = ir.Ref(str(children[1]), self._l(children[1]))
+        body = children[2:]
+        return ir.StampDecl(
+            name,
+            target,
+            tuple(c for c in body if isinstance(c, ir.SlotDecl)),
+            tuple(c for c in body if isinstance(c, ir.FieldDecl)),
+            tuple(c for c in body if isinstance(c, ir.SetStmt)),
+            self._l(meta),
+        )
+
+    @v_args(meta=True)
+    def fallback_stmt(self, meta, children):
+        tail = self._tail(children)
+        field = ir.Ref(str(children[0]), self._l(children[0]))
+        return ir.Fallback(field, children[1], children[2], tail["when"], tail["log"], self._l(meta))
+
+    @v_args(meta=True)
+    def validate_decl(self, meta, children):
+        return ir.ValidateDecl(self._name(children[0]), tuple(children[1:]), self._l(meta))
+
+    @v_args(meta=True)
+    def guard_decl(self, meta, children):
+        *consumers, module, stamp = children
+        return ir.GuardDecl(
+            tuple(self._name(c) for c in consumers),
+            _unquote(module),
+            self._l(module),
+            self._name(stamp),
+            self._l(meta),
+        )
+
+    # parity clauses become (keyword, value, loc) triples, assembled in parity_decl
+    @v_args(meta=True)
+    def draft_clause(self, meta, children):
+        return ("draft", str(children[0])[1:-1], self._l(meta))
+
+    @v_args(meta=True)
+    def target_clause(self, meta, children):
+        return ("target", tuple(children), self._l(meta))
+
+    def target_candidate(self, children):
+        return _unquote(children[0]) if children else ""
+
+    @v_args(meta=True)
+    def exclude_clause(self, meta, children):
+        return ("exclude", tuple(self._name(c) for c in children), self._l(meta))
+
+    @v_args(meta=True)
+    def hooks_clause(self, meta, children):
+        return ("hooks", tuple(self._name(c) for c in children), self._l(meta))
+
+    @v_args(meta=True)
+    def at_least_clause(self, meta, children):
+        return ("at_least", int(children[0]), self._l(meta))
+
+    @v_args(meta=True)
+    def parity_decl(self, meta, children):
+        name, registry, *clauses = children
+        values = {kw: (value, loc) for kw, value, loc in clauses}  # a repeat is reported by the checker
+        draft = values.get("draft")
+        return ir.ParityDecl(
+            name=self._name(name),
+            registry=_unquote(registry),
+            registry_loc=self._l(registry),
+            draft=draft[0] if draft else None,
+            draft_loc=draft[1] if draft else None,
+            targets=values.get("target", ((),))[0],
+            exclude=values.get("exclude", ((),))[0],
+            hooks=values.get("hooks", ((),))[0],
+            at_least=values.get("at_least", (None,))[0],
+            clause_locs=tuple((kw, loc) for kw, _, loc in clauses),
+            loc=self._l(meta),
+        )
+
+    def start(self, children):
+        return tuple(children)
+
+
+def _describe_expected(expected: set[str], parser: Lark) -> str:
+    names = []
+    for term in sorted(expected):
+        if term in _TERMINAL_NAMES:
+            names.append(_TERMINAL_NAMES[term])
+            continue
+        try:
+            pattern = parser.get_terminal(term).pattern
+            names.append(f"`{pattern.value}`" if pattern.type == "str" else term.lower())
+        except KeyError:
+            names.append(term.lower())
+    names = sorted(set(names))
+    if len(names) > 8:
+        return "one of " + ", ".join(names[:8]) + ", ..."
+    return "one of " + ", ".join(names) if len(names) > 1 else names[0] if names else "nothing"
+
+
+def _token_text(token: Token) -> str:
+    if token.type == "$END":
+        return "the end of the file"
+    return f"`{token}`"
+
+
+def _hint_for(token_text: str, expected: set[str]) -> str | None:
+    """Friendly hints for the mistakes people actually make."""
+    if token_text == "`>`":
+        return (
+            "`>` only separates the tiers of a precedence chain; to compare, write `>=` (x >= 11, not x > 10)"
+        )
+    if token_text == "`=`" and "COMPARE" in expected:
+        return "compare with `==`; a single `=` assigns"
+    if "STRING" in expected and len(expected) <= 3:
+        return 'forbid and require end with the message a user sees, in double quotes: forbid cond "message"'
+    if token_text.strip("`") in DECL_KEYWORDS:
+        return "a declaration starts here: is a `}` missing above?"
+    if token_text == "the end of the file":
+        return "is a `}` missing?"
+    return None
+
+
+def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark) -> Diagnostic:
+    if isinstance(exc, UnexpectedToken):
+        token = exc.token
+        where = ir.Loc(path, exc.line if exc.line > 0 else 1, exc.column if exc.column > 0 else 1, 0, 0)
+        if token.type != "$END":
+            where = _loc(path, token)
+        else:
+            lines = text.splitlines() or [""]
+            where = ir.Loc(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
+        found = _token_text(token)
+        expected = set(exc.expected)
+        message = f"unexpected {found}; expected {_describe_expected(expected, parser)}"
+        return error("syntax", message, where, _hint_for(found, expected))
+    if isinstance(exc, UnexpectedCharacters):
+        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
+        where = ir.Loc(path, exc.line, exc.column, exc.line, exc.column + 1)
+        hint = None
+        if char == "'":
+            hint = 'strings use double quotes: "message"'
+        elif char in "&|" and text[exc.pos_in_stream : exc.pos_in_stream + 2] in ("&&", "||"):
+            hint = "use `and` / `or`"
+        elif char == "!":
+            hint = "use `not` to negate, `!=` to compare"
+        elif char == '"':
+            hint = "is a string missing its closing quote?"
+        return error("syntax-char", f"unexpected character {char!r}", where, hint)
+    if isinstance(exc, UnexpectedEOF):
+        lines = text.splitlines() or [""]
+        where = ir.Loc(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
+        return error("syntax", "unexpected end of the file", where, "is a `}` missing?")
+    raise exc  # pragma: no cover - every UnexpectedInput is one of the above
+
+
+def _chunks(text: str) -> list[str]:
+    """Split at lines that start (in column 1) with a declaration keyword; pad to keep positions."""
+    starts = [m.start() for m in _DECL_START.finditer(text)]
+    if not starts or starts[0] != 0:
+        starts = [0] + starts
+    chunks = []
+    for begin, end in zip(starts, starts[1:] + [len(text)]):
+        prefix = "\n" * text.count("\n", 0, begin)
+        # keep the column of the first line: pad with spaces after the last newline before `begin`
+        line_start = text.rfind("\n", 0, begin) + 1
+        chunks.append(prefix + " " * (begin - line_start) + text[begin:end])
+    return chunks
+
+
+def _at_end(exc: UnexpectedInput) -> bool:
+    return isinstance(exc, UnexpectedEOF) or getattr(getattr(exc, "token", None), "type", None) == "$END"
+
+
+def parse(text: str, path: str) -> tuple[ir.RulesFile | None, list[Diagnostic]]:
+    """Parse one .rules file. Returns the IR (None on syntax errors) and the syntax diagnostics."""
+    parser = grammar_parser()
+    try:
+        tree = parser.parse(text)
+    except UnexpectedInput as first:
+        diags = [_syntax_diagnostic(first, path, text, parser)]
+        seen = {(diags[0].loc.line, diags[0].loc.col)}
+        for chunk in _chunks(text):
+            try:
+                parser.parse(chunk)
+            except UnexpectedInput as exc:
+                if isinstance(exc, (UnexpectedEOF, UnexpectedToken)) and _at_end(exc):
+                    # an unclosed declaration: the full parse already reported the token after it
+                    continue
+                diag = _syntax_diagnostic(exc, path, chunk, parser)
+                if (diag.loc.line, diag.loc.col) not in seen:
+                    seen.add((diag.loc.line, diag.loc.col))
+                    diags.append(diag)
+        diags.sort(key=lambda d: (d.loc.line, d.loc.col))
+        return None, diags
+    try:
+        decls = _ToIR(path).transform(tree)
+    except VisitError as exc:  # pragma: no cover - a transformer bug, not bad input
+        raise exc.orig_exc from exc
+    return ir.RulesFile(path, decls), []
+
+
+def lex_with_comments(text: str) -> list[Token]:
+    """Every token, comments and newlines included (for `stampgen fmt`)."""
+    return list(grammar_parser().lex(text, dont_ignore=True))
