@@ -33,6 +33,7 @@ per-sequence chunk counts in registers, and the programs past the last chunk exi
 from __future__ import annotations
 
 import os
+from typing import NamedTuple
 
 import torch
 import triton
@@ -367,19 +368,28 @@ def _gdn_chunk_state_kernel(
     tl.store(s_ptrs, state, mask=s_mask)
 
 
-def _block_v(num_seqs: int, num_v_heads: int, v_dim: int) -> int:
-    """V tile: narrow when few (sequence, head) pairs must fill the GPU, wide when many can."""
+class LaunchConfig(NamedTuple):
+    """How the two launches are shaped (no autotuning: the state pass updates the pool in place, so a
+    benchmark run of it would apply the update several times)."""
+
+    block_v: int  # V tile of the state pass
+    state_warps: int
+    state_stages: int
+    intra_warps: int
+
+
+def launch_config(num_seqs: int, num_v_heads: int, v_dim: int) -> LaunchConfig:
+    """Narrow V tiles when few (sequence, head) pairs must fill the GPU, wide ones when many can."""
     if _INTERPRET:
-        return max(16, min(32, triton.next_power_of_2(v_dim)))
+        return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4)
     pairs = num_seqs * num_v_heads
     bv = 32 if pairs < 256 else 64
-    return max(16, min(bv, triton.next_power_of_2(v_dim)))
+    return LaunchConfig(max(16, min(bv, triton.next_power_of_2(v_dim))), 4, 2, 4)
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: float) -> torch.Tensor:
     """Chunked GDN prefill; arguments already validated by ``kernels.gdn.prefill`` (DESIGN §7)."""
-    T, H, K = q.shape
-    HV, V = v.shape[1], v.shape[2]
+    T = q.shape[0]
     N = state_indices.shape[0]
     o = _empty(v.shape, v.dtype, v.device)
     if T == 0 or N == 0:
@@ -387,14 +397,26 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     g, beta = g.contiguous(), beta.contiguous()
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
+    config = launch_config(N, v.shape[1], v.shape[2])
+    tmat, pmat = _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config)
+    _launch_state(q, k, v, g, tmat, pmat, o, state_pool, state_indices, cu_seqlens, scale, config)
+    return o
 
-    exact = q.dtype == torch.float32
-    prec = "ieee" if exact else "tf32"
-    bk = max(16, triton.next_power_of_2(K))
-    # Tβ and P per token row: [T, HV, 64] in the input dtype (fp32 inputs keep fp32 throughout).
+
+def _dot_precision(dtype: torch.dtype) -> str:
+    # fp32 inputs keep fp32 throughout (dots in IEEE fp32); 16-bit inputs feed 16-bit tensor-core dots
+    # with fp32 accumulation, and the small fp32 solve tiles use tf32.
+    return "ieee" if dtype == torch.float32 else "tf32"
+
+
+def _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config):
+    """Launch 1: Tβ and P, one 64-wide row per token and value head, in the input dtype."""
+    T, H, K = q.shape
+    HV = g.shape[1]
+    N = state_indices.shape[0]
     tmat = _empty((T, HV, CHUNK), q.dtype, q.device)
     pmat = _empty((T, HV, CHUNK), q.dtype, q.device)
-
+    # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     max_chunks = T // CHUNK + N
     _gdn_chunk_intra_kernel[(max_chunks, H)](
         q,
@@ -410,13 +432,20 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
         H=H,
         HV=HV,
         K=K,
-        BK=bk,
+        BK=max(16, triton.next_power_of_2(K)),
         BN=triton.next_power_of_2(N + 1),
-        PREC=prec,
-        num_warps=4,
+        PREC=_dot_precision(q.dtype),
+        num_warps=config.intra_warps,
     )
-    bv = _block_v(N, HV, V)
-    _gdn_chunk_state_kernel[(triton.cdiv(V, bv), HV, N)](
+    return tmat, pmat
+
+
+def _launch_state(q, k, v, g, tmat, pmat, o, state_pool, state_indices, cu_seqlens, scale, config):
+    """Launch 2: the sequential state pass with the output fused in; updates the pool in place."""
+    H, K = q.shape[1], q.shape[2]
+    HV, V = v.shape[1], v.shape[2]
+    N = state_indices.shape[0]
+    _gdn_chunk_state_kernel[(triton.cdiv(V, config.block_v), HV, N)](
         q,
         k,
         v,
@@ -433,10 +462,9 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
         HV=HV,
         K=K,
         V=V,
-        BK=bk,
-        BV=bv,
-        PREC="ieee" if exact else "tf32",
-        num_warps=4,
-        num_stages=2,
+        BK=max(16, triton.next_power_of_2(K)),
+        BV=config.block_v,
+        PREC=_dot_precision(q.dtype),
+        num_warps=config.state_warps,
+        num_stages=config.state_stages,
     )
-    return o
