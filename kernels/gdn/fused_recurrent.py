@@ -97,7 +97,7 @@ def _gdn_decode_kernel(
     o = tl.sum(state * (q * scale)[None, :], axis=1)  # Sᵀ(scale·q)
     o = tl.where(real, o, 0.0)
 
-    tl.store(o_ptr + (tok * HV + i_hv) * V + offs_v, o.to(o_ptr.dtype.element_ty), mask=mask_v & (offs_v < V - 1))
+    tl.store(o_ptr + (tok * HV + i_hv) * V + offs_v, o.to(o_ptr.dtype.element_ty), mask=mask_v)
     tl.store(state_base + state_offs, state, mask=state_mask & real, eviction_policy="evict_first")
 
 
@@ -169,7 +169,7 @@ def _gdn_verify_kernel(
         o = tl.sum(state * (q * scale)[None, :], axis=1)
         o = tl.where(real, o, 0.0)
 
-        tl.store(o_ptr + (tok * HV + i_hv) * V + offs_v, o.to(o_ptr.dtype.element_ty), mask=mask_v & (offs_v < V - 1))
+        tl.store(o_ptr + (tok * HV + i_hv) * V + offs_v, o.to(o_ptr.dtype.element_ty), mask=mask_v)
         tl.store(
             inter_base + d64 * stride_inter_draft + state_offs,
             state,
