@@ -104,6 +104,7 @@ def _gdn_chunk_intra_kernel(
     BK: tl.constexpr,
     BN: tl.constexpr,
     PREC: tl.constexpr,
+    IN_PREC: tl.constexpr,
 ):
     BT: tl.constexpr = 64
     B: tl.constexpr = 16
@@ -159,26 +160,26 @@ def _gdn_chunk_intra_kernel(
     kt1 = tl.trans(k1)
     kt2 = tl.trans(k2)
     kt3 = tl.trans(k3)
-    kk00 = tl.dot(k0, kt0, input_precision=PREC)
-    kk10 = tl.dot(k1, kt0, input_precision=PREC)
-    kk11 = tl.dot(k1, kt1, input_precision=PREC)
-    kk20 = tl.dot(k2, kt0, input_precision=PREC)
-    kk21 = tl.dot(k2, kt1, input_precision=PREC)
-    kk22 = tl.dot(k2, kt2, input_precision=PREC)
-    kk30 = tl.dot(k3, kt0, input_precision=PREC)
-    kk31 = tl.dot(k3, kt1, input_precision=PREC)
-    kk32 = tl.dot(k3, kt2, input_precision=PREC)
-    kk33 = tl.dot(k3, kt3, input_precision=PREC)
-    qk00 = tl.dot(q0, kt0, input_precision=PREC) * scale
-    qk10 = tl.dot(q1, kt0, input_precision=PREC) * scale
-    qk11 = tl.dot(q1, kt1, input_precision=PREC) * scale
-    qk20 = tl.dot(q2, kt0, input_precision=PREC) * scale
-    qk21 = tl.dot(q2, kt1, input_precision=PREC) * scale
-    qk22 = tl.dot(q2, kt2, input_precision=PREC) * scale
-    qk30 = tl.dot(q3, kt0, input_precision=PREC) * scale
-    qk31 = tl.dot(q3, kt1, input_precision=PREC) * scale
-    qk32 = tl.dot(q3, kt2, input_precision=PREC) * scale
-    qk33 = tl.dot(q3, kt3, input_precision=PREC) * scale
+    kk00 = tl.dot(k0, kt0, input_precision=IN_PREC)
+    kk10 = tl.dot(k1, kt0, input_precision=IN_PREC)
+    kk11 = tl.dot(k1, kt1, input_precision=IN_PREC)
+    kk20 = tl.dot(k2, kt0, input_precision=IN_PREC)
+    kk21 = tl.dot(k2, kt1, input_precision=IN_PREC)
+    kk22 = tl.dot(k2, kt2, input_precision=IN_PREC)
+    kk30 = tl.dot(k3, kt0, input_precision=IN_PREC)
+    kk31 = tl.dot(k3, kt1, input_precision=IN_PREC)
+    kk32 = tl.dot(k3, kt2, input_precision=IN_PREC)
+    kk33 = tl.dot(k3, kt3, input_precision=IN_PREC)
+    qk00 = tl.dot(q0, kt0, input_precision=IN_PREC) * scale
+    qk10 = tl.dot(q1, kt0, input_precision=IN_PREC) * scale
+    qk11 = tl.dot(q1, kt1, input_precision=IN_PREC) * scale
+    qk20 = tl.dot(q2, kt0, input_precision=IN_PREC) * scale
+    qk21 = tl.dot(q2, kt1, input_precision=IN_PREC) * scale
+    qk22 = tl.dot(q2, kt2, input_precision=IN_PREC) * scale
+    qk30 = tl.dot(q3, kt0, input_precision=IN_PREC) * scale
+    qk31 = tl.dot(q3, kt1, input_precision=IN_PREC) * scale
+    qk32 = tl.dot(q3, kt2, input_precision=IN_PREC) * scale
+    qk33 = tl.dot(q3, kt3, input_precision=IN_PREC) * scale
     strict = r16[:, None] > r16[None, :]
 
     for i_g in range(G):
@@ -291,7 +292,7 @@ def _gdn_chunk_state_kernel(
     V: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
-    PREC: tl.constexpr,
+    IN_PREC: tl.constexpr,
 ):
     BT: tl.constexpr = 64
     G: tl.constexpr = HV // H
@@ -348,14 +349,14 @@ def _gdn_chunk_state_kernel(
         p_c = tl.load(pmat + m_ptrs, mask=ok[:, None] & lower, other=0.0)
 
         decay = tl.exp(gam)
-        w = tl.dot(t_c, (k_c * decay[:, None]).to(dt), input_precision=PREC)
-        u = tl.dot(t_c, v_c.to(dt), input_precision=PREC)
+        w = tl.dot(t_c, (k_c * decay[:, None]).to(dt), input_precision=IN_PREC)
+        u = tl.dot(t_c, v_c.to(dt), input_precision=IN_PREC)
         state_op = state.to(dt)
-        v_new = u - tl.dot(w.to(dt), state_op, input_precision=PREC)
+        v_new = u - tl.dot(w.to(dt), state_op, input_precision=IN_PREC)
         v_new_op = v_new.to(dt)
         q_dec = (q_c * (decay * scale)[:, None]).to(dt)
-        out = tl.dot(q_dec, state_op, input_precision=PREC)
-        out = tl.dot(p_c, v_new_op, acc=out, input_precision=PREC)
+        out = tl.dot(q_dec, state_op, input_precision=IN_PREC)
+        out = tl.dot(p_c, v_new_op, acc=out, input_precision=IN_PREC)
         tl.store(
             o_head + tok[:, None] * (HV * V), out.to(o.dtype.element_ty), mask=ok[:, None] & mask_v[None, :]
         )
@@ -363,7 +364,7 @@ def _gdn_chunk_state_kernel(
         # exp(γ_C − γ_i) as exp(Σ_{m>i} g_m), not a difference of two large prefix sums.
         k_dec = (k_c * tl.exp(tl.cumsum(g_c, 0, reverse=True) - g_c)[:, None]).to(dt)
         state = state * tl.exp(gam_last)
-        state = tl.dot(tl.trans(k_dec), v_new_op, acc=state, input_precision=PREC)
+        state = tl.dot(tl.trans(k_dec), v_new_op, acc=state, input_precision=IN_PREC)
 
     tl.store(s_ptrs, state, mask=s_mask)
 
@@ -403,9 +404,14 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     return o
 
 
-def _dot_precision(dtype: torch.dtype) -> str:
-    # fp32 inputs keep fp32 throughout (dots in IEEE fp32); 16-bit inputs feed 16-bit tensor-core dots
-    # with fp32 accumulation, and the small fp32 solve tiles use tf32.
+def _input_precision(dtype: torch.dtype) -> str | None:
+    """Dots on input-dtype operands: IEEE for fp32 inputs (fp32 throughout); 16-bit operands take
+    the tensor cores' 16-bit path with fp32 accumulation (the precision setting does not apply)."""
+    return "ieee" if dtype == torch.float32 else None
+
+
+def _solve_precision(dtype: torch.dtype) -> str:
+    """The fp32 16×16 tiles of the triangular solve: tf32 when its result is rounded to 16 bits anyway."""
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
@@ -434,7 +440,8 @@ def _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config):
         K=K,
         BK=max(16, triton.next_power_of_2(K)),
         BN=triton.next_power_of_2(N + 1),
-        PREC=_dot_precision(q.dtype),
+        PREC=_solve_precision(q.dtype),
+        IN_PREC=_input_precision(q.dtype),
         num_warps=config.intra_warps,
     )
     return tmat, pmat
@@ -464,7 +471,7 @@ def _launch_state(q, k, v, g, tmat, pmat, o, state_pool, state_indices, cu_seqle
         V=V,
         BK=max(16, triton.next_power_of_2(K)),
         BV=config.block_v,
-        PREC=_dot_precision(q.dtype),
+        IN_PREC=_input_precision(q.dtype),
         num_warps=config.state_warps,
         num_stages=config.state_stages,
     )
