@@ -11,6 +11,11 @@ Run on a CUDA GPU from the repository root:  python3 benchmarks/gdn_recurrent_pr
 
 Bytes counted per call: decode = state read + write + q, k, v, o, g, beta, index; verify = one state read
 + D state writes + the same io for N*D tokens.
+
+Measured on an H200 (2026-11-29, triton 3.6, torch 2.11; eager copy_ 4.25 TB/s): decode B=1 3.2 µs,
+B=64 68.7 µs (92.4% of copy bandwidth), B=256 270.8 µs (93.8%), B=1024 1.093 ms (93.0%); verify B=64
+D=4 170 µs = 1.07x its bytes bound. A copy_ captured in a graph ran at only ~2.75 TB/s (a memcpy
+node), hence the eager copy measurement.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ q/k/v. So the kernel is shaped like a copy kernel:
 Verify is the same program looping over the D draft tokens of its sequence, keeping the state in
 registers: one pool read, D intermediate-state writes, the pool never written.
 
+Measured on an H200 at Qwen3-Next shapes (benchmarks/gdn_recurrent_probe.py): decode at 92–94% of the
+copy bandwidth for B = 64…1024 (270.8 µs at B = 256), verify (B = 64, D = 4) at 1.07x its bytes bound.
+
 Padding (``state_indices[n] == -1``): the state load is masked to zeros, the output row is zeroed and no
 state is stored (neither to the pool nor, in verify, to ``intermediate_states``, whose padding rows are
 left untouched). The pool's slot pitch is ``state_pool.stride(0)`` and slot offsets are computed in

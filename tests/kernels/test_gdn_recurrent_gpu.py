@@ -84,3 +84,38 @@ def test_phase_captured_in_a_cuda_graph_replays_with_new_inputs(phase):
             real = expected["state_indices"] >= 0
             got, want = static["intermediate_states"][real], expected["intermediate_states"][real]
             assert rel_rmse(got, want) <= 1e-5
+
+
+def test_decode_addresses_pool_slots_past_2_to_the_31_elements():
+    small = make_inputs("decode", N=3, **QWEN3_NEXT, slots=3, device="cuda", seed=5)
+    small["state_indices"] = torch.tensor([0, 1, 2], dtype=torch.int32, device="cuda")
+    big_slots = (4200, 0, 4150)  # 4200 slots of 32*128*128 fp32 = 2.2e9 elements > 2^31
+    big = clone_inputs(small)
+    big["state_pool"] = torch.empty(4201, *small["state_pool"].shape[1:], device="cuda")
+    for row, slot in enumerate(big_slots):
+        big["state_pool"][slot] = small["state_pool"][row]
+    big["state_indices"] = torch.tensor(big_slots, dtype=torch.int32, device="cuda")
+    o = gdn.decode(**big, backend="triton")
+    o_ref = gdn.decode(**small, backend="torch")
+    assert rel_rmse(o, o_ref) <= 1e-5
+    assert rel_rmse(big["state_pool"][list(big_slots)], small["state_pool"]) <= 1e-5
+
+
+def test_verify_addresses_intermediate_states_past_2_to_the_31_elements():
+    D, N = 4, 1100  # intermediate_states: 1100*4*32*128*128 = 2.3e9 elements > 2^31
+    small = make_inputs("verify", N=2, D=D, **QWEN3_NEXT, slots=2, device="cuda", seed=6)
+    small["state_indices"] = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+    big = {name: small[name] for name in ("state_pool",)}
+    real = (0, N - 1)
+    for name in ("q", "k", "v", "g", "beta"):
+        t = small[name].unflatten(0, (2, D))
+        full = t.new_zeros(N, *t.shape[1:])
+        full[list(real)] = t
+        big[name] = full.flatten(0, 1)
+    big["state_indices"] = torch.full((N,), -1, dtype=torch.int32, device="cuda")
+    big["state_indices"][list(real)] = torch.tensor([0, 1], dtype=torch.int32, device="cuda")
+    big["intermediate_states"] = torch.empty(N, D, *small["state_pool"].shape[1:], device="cuda")
+    o = gdn.verify(**big, backend="triton").unflatten(0, (N, D))
+    o_ref = gdn.verify(**small, backend="torch").unflatten(0, (2, D))
+    assert rel_rmse(o[list(real)], o_ref) <= 1e-5
+    assert rel_rmse(big["intermediate_states"][list(real)], small["intermediate_states"]) <= 1e-5
