@@ -356,7 +356,7 @@ def slot_values(model: Model, stamp: StampInfo, env: Mapping[str, Any], given: M
                 values[slot.name] = result.value
                 break
             if result.status == "unknown":
-                values[slot.name] = UNKNOWN
+                # not given = unset: an undecidable gate hands the resolver nothing (explain says why)
                 break
     return values, outcomes
 

@@ -1,0 +1,154 @@
+"""`stampgen fmt`: the canonical layout of a .rules file.
+
+Token-based, so comments and the author's line breaks survive: 4 spaces per open block, 4 more on a
+continuation line, one space between tokens (none inside `(...)`, `{a, b}` sets or before `,` `:` `?`),
+trailing comments of consecutive lines aligned two spaces after the longest code, at most one blank line.
+Formatting never changes meaning: the tests hold parse(fmt(x)) equal to parse(x) and fmt idempotent.
+"""
+
+from __future__ import annotations
+
+from lark import Token
+
+from codegen.parser import DECL_KEYWORDS, lex_with_comments
+
+INDENT = "    "
+_STATEMENT_KEYWORDS = {
+    *DECL_KEYWORDS,
+    "set",
+    "forbid",
+    "require",
+    "fallback",
+    "slot",
+    "draft",
+    "target",
+    "exclude",
+    "hooks",
+    "at_least",
+}
+_NO_SPACE_BEFORE = {",", ":", "?", ")"}
+_NO_SPACE_AFTER = {"("}
+
+
+class _Line:
+    def __init__(self) -> None:
+        self.tokens: list[Token] = []
+        self.comment: str | None = None
+
+
+def _split_lines(text: str) -> list[_Line]:
+    lines = [_Line()]
+    for tok in lex_with_comments(text):
+        if tok.type == "NEWLINE":
+            lines.append(_Line())
+        elif tok.type == "COMMENT":
+            lines[-1].comment = str(tok).rstrip()
+        elif str(tok).strip():
+            lines[-1].tokens.append(tok)
+    return lines
+
+
+def _join(tokens: list[Token]) -> str:
+    out = ""
+    set_depth = 0  # inside `{...}` that follows `in`: an inline set
+    prev: Token | None = None
+    for tok in tokens:
+        s = str(tok)
+        space = prev is not None
+        if prev is not None:
+            p = str(prev)
+            if s in _NO_SPACE_BEFORE or p in _NO_SPACE_AFTER:
+                space = False
+            if s == "(" and p == "open":
+                space = False
+            if p == "{" and set_depth:
+                space = False
+            if s == "}" and set_depth:
+                space = False
+        if s == "{" and prev is not None and str(prev) == "in":
+            set_depth += 1
+        elif s == "}" and set_depth:
+            set_depth -= 1
+        out += (" " if space else "") + s
+        prev = tok
+    return out
+
+
+def format_rules(text: str) -> str:
+    """The canonical text. Raises lark's UnexpectedInput on text that does not lex (callers check first)."""
+    lines = _split_lines(text)
+    depth = 0
+    block_kinds: list[str] = []
+    in_statement = False
+    rendered: list[tuple[str, str | None, int]] = []  # (code with indent, trailing comment, depth)
+    for line in lines:
+        toks = line.tokens
+        if not toks:
+            if line.comment is not None:
+                rendered.append((INDENT * depth + line.comment, None, depth))
+            else:
+                rendered.append(("", None, depth))
+            continue
+        first = str(toks[0])
+        if first == "}":
+            depth = max(depth - 1, 0)
+        enum_block = bool(block_kinds) and block_kinds[-1] == "enum"
+        starts = (
+            first in _STATEMENT_KEYWORDS
+            or first == "}"
+            or enum_block
+            or (len(toks) > 1 and str(toks[1]) in ("=", ":") and toks[0].type == "NAME")
+            or not in_statement
+        )
+        indent = INDENT * depth + ("" if starts else INDENT)
+        rendered.append((indent + _join(toks), line.comment, depth))
+        # track blocks opened or closed on this line (inline sets open and close on the same line)
+        opener = first
+        for tok in toks:
+            s = str(tok)
+            if s == "{":
+                block_kinds.append(opener)
+                depth += 1
+            elif s == "}" and tok is not toks[0]:
+                if block_kinds:
+                    block_kinds.pop()
+                depth = max(depth - 1, 0)
+        if first == "}" and block_kinds:
+            block_kinds.pop()
+        last = str(toks[-1])
+        in_statement = last not in ("{", "}") and not enum_block
+    return _assemble(rendered)
+
+
+def _assemble(rendered: list[tuple[str, str | None, int]]) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(rendered):
+        code, comment, depth = rendered[i]
+        if comment is None or not code.strip():
+            out.append(code.rstrip())
+            i += 1
+            continue
+        # a run of consecutive lines at this depth with trailing comments: align them
+        j = i
+        while (
+            j < len(rendered)
+            and rendered[j][1] is not None
+            and rendered[j][0].strip()
+            and rendered[j][2] == depth
+        ):
+            j += 1
+        width = max(len(rendered[k][0].rstrip()) for k in range(i, j)) + 2
+        for k in range(i, j):
+            c, com, _ = rendered[k]
+            out.append(c.rstrip().ljust(width) + com)
+        i = j
+    # at most one blank line in a row; none at the start or end
+    result: list[str] = []
+    for line in out:
+        if not line and (not result or not result[-1]):
+            continue
+        result.append(line)
+    while result and not result[-1]:
+        result.pop()
+    return "\n".join(result) + "\n"

@@ -1,0 +1,308 @@
+"""Decision tables: a stamp's behaviour over its whole finite input domain, and diffs between two versions.
+
+Enum values that the rules never name behave alike (the rules can only copy them or compare them with
+named values), so each enum input is enumerated as: unset (if optional), every member the stamp names, and
+one `other` standing for all the rest. Values copied from an input are shown by the input's name, which
+lets rows that differ only in such a value merge; merged columns show `*` (any) or `set` (any but unset).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from typing import Any
+
+import msgspec
+
+from codegen import interpreter as interp
+from codegen import ir
+from codegen.model import EnumT, Model, StampInfo, Type, domain
+
+OTHER = "other"
+ANY = "*"
+SET = "set"
+
+
+class Input(msgspec.Struct, frozen=True):
+    name: str
+    classes: tuple[Any, ...]  # values, with OTHER standing for the unnamed enum members
+    representatives: tuple[Any, ...]  # the concrete value evaluated for each class
+    optional: bool
+
+
+class Row(msgspec.Struct, frozen=True):
+    inputs: tuple[Any, ...]  # a class per input, or ANY / SET after merging
+    outputs: tuple[Any, ...]
+
+
+class Table(msgspec.Struct, frozen=True):
+    stamp: str
+    inputs: tuple[Input, ...]
+    outputs: tuple[str, ...]
+    rows: tuple[Row, ...]
+
+
+def mentioned_literals(stamp: StampInfo) -> set[Any]:
+    names: set[Any] = set()
+    for field in stamp.fields:
+        for tier in field.decl.tiers:
+            if tier.kind == "const":
+                names.add(tier.value.value)
+            if tier.when is not None:
+                names.update(lit.value for _, lit in ir.expr_literals(tier.when))
+    return names
+
+
+def abstract_inputs(inputs: Iterable[tuple[str, Type, bool]], named: set[Any]) -> tuple[Input, ...]:
+    result = []
+    for name, t, optional in inputs:
+        classes: list[Any] = [None] if optional else []
+        reps: list[Any] = [None] if optional else []
+        if isinstance(t, EnumT):
+            kept = [m for m in t.members if m in named]
+            rest = [m for m in t.members if m not in named]
+            classes += kept + ([OTHER] if rest else [])
+            reps += kept + rest[:1]
+        else:
+            classes += list(domain(t))
+            reps += list(domain(t))
+        result.append(Input(name, tuple(classes), tuple(reps), optional))
+    return tuple(result)
+
+
+def _display(outcome: interp.FieldOutcome) -> str:
+    if outcome.origin is not None:
+        return f"← {outcome.origin}"
+    return interp.show_value(outcome.value)
+
+
+def stamp_table(model: Model, stamp_name: str) -> Table:
+    stamp = model.stamps[stamp_name]
+    inputs = abstract_inputs(interp.stamp_inputs(model, stamp), mentioned_literals(stamp))
+    rows = []
+    base_env = interp.config_env(model, {})
+    for combo in itertools.product(*(range(len(i.classes)) for i in inputs)):
+        env = dict(base_env)
+        env.update({inp.name: inp.representatives[k] for inp, k in zip(inputs, combo)})
+        fields = interp.resolve_stamp(model, stamp, env)
+        outputs = tuple((_display(f), f.tier, f.source) for f in fields.values())
+        rows.append(Row(tuple(inp.classes[k] for inp, k in zip(inputs, combo)), outputs))
+    merged = merge_rows(rows, inputs)
+    return Table(stamp.name, inputs, tuple(f.name for f in stamp.fields), merged)
+
+
+def merge_rows(rows: list[Row], inputs: tuple[Input, ...]) -> tuple[Row, ...]:
+    """Merge rows that differ in one input only and agree on every output, until nothing merges."""
+    current = list(rows)
+    changed = True
+    while changed:
+        changed = False
+        for col, inp in enumerate(inputs):
+            full = set(map(_key, inp.classes))
+            set_only = {_key(c) for c in inp.classes if c is not None}
+            groups: dict[tuple, list[Row]] = {}
+            for row in current:
+                key = (row.inputs[:col], row.inputs[col + 1 :], row.outputs)
+                groups.setdefault(_hashable(key), []).append(row)
+            merged: list[Row] = []
+            for group in groups.values():
+                present = {_key(r.inputs[col]) for r in group}
+                if len(group) > 1 and present == full:
+                    merged.append(_with(group[0], col, ANY))
+                    changed = True
+                elif inp.optional and len(group) > 1 and set_only <= present and len(set_only) > 1:
+                    rest = [r for r in group if r.inputs[col] is not None and _key(r.inputs[col]) in set_only]
+                    merged.append(_with(rest[0], col, SET))
+                    merged += [r for r in group if r not in rest]
+                    changed = True
+                else:
+                    merged += group
+            current = merged
+    return tuple(sorted(current, key=lambda r: tuple(map(_sort_key, r.inputs))))
+
+
+def _key(value: Any) -> Any:
+    return ("__none__",) if value is None else value
+
+
+def _hashable(key: Any) -> Any:
+    return repr(key)
+
+
+def _with(row: Row, col: int, value: Any) -> Row:
+    return Row(row.inputs[:col] + (value,) + row.inputs[col + 1 :], row.outputs)
+
+
+def _sort_key(value: Any) -> tuple[int, str]:
+    if value is None:
+        return (0, "")
+    if value in (ANY, SET):
+        return (3, str(value))
+    if value == OTHER:
+        return (2, "")
+    return (1, f"{value:>12}" if isinstance(value, int) else str(value))
+
+
+def _cell(value: Any) -> str:
+    return "unset" if value is None else interp.show_value(value) if not isinstance(value, str) else value
+
+
+def to_markdown(table: Table) -> str:
+    head = [i.name for i in table.inputs] + [f"→ {o}" for o in table.outputs]
+    lines = [
+        f"Decision table of `{table.stamp}` ({len(table.rows)} rows; `*` any value, `set` any but unset, "
+        f"`other` any member the rules do not name, `← x` the value of x)",
+        "",
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+    ]
+    for row in table.rows:
+        cells = [_cell(v) for v in row.inputs]
+        cells += [f"{value} ({tier})" for value, tier, _ in row.outputs]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def to_json(table: Table) -> dict[str, Any]:
+    return {
+        "stamp": table.stamp,
+        "inputs": [{"name": i.name, "classes": [_cell(c) for c in i.classes]} for i in table.inputs],
+        "rows": [
+            {
+                "inputs": {i.name: _cell(v) for i, v in zip(table.inputs, row.inputs)},
+                "fields": {
+                    name: {"value": value, "tier": tier, "source": source}
+                    for name, (value, tier, source) in zip(table.outputs, row.outputs)
+                },
+            }
+            for row in table.rows
+        ],
+    }
+
+
+# --------------------------------------------------------------------------------------------- behaviour diff
+
+
+class Change(msgspec.Struct, frozen=True):
+    stamp: str
+    inputs: dict[str, Any]
+    field: str
+    old: str
+    new: str
+    old_rule: str | None
+    new_rule: str | None
+
+
+def diff_models(old: Model | None, new: Model | None) -> list[Change]:
+    """Input rows (abstracted, merged) whose decision changed between two models, stamp by stamp."""
+    changes: list[Change] = []
+    names = sorted(set(old.stamps if old else ()) | set(new.stamps if new else ()))
+    for name in names:
+        a = old.stamps.get(name) if old else None
+        b = new.stamps.get(name) if new else None
+        if a is None or b is None:
+            which = "added" if a is None else "removed"
+            stamp = b or a
+            for f in stamp.fields:
+                changes.append(
+                    Change(
+                        name,
+                        {},
+                        f.name,
+                        "(no stamp)" if a is None else f.name,
+                        "(no stamp)" if b is None else f.name,
+                        None if a is None else str(a.decl.loc),
+                        None if b is None else str(b.decl.loc),
+                    )
+                )
+            del which
+            continue
+        changes += _diff_stamp(old, a, new, b)
+    return changes
+
+
+def _diff_stamp(old: Model, a: StampInfo, new: Model, b: StampInfo) -> list[Change]:
+    seen: dict[str, tuple[Type, bool]] = {}
+    for model, stamp in ((old, a), (new, b)):
+        for name, t, opt in interp.stamp_inputs(model, stamp):
+            seen.setdefault(name, (t, opt))
+    named = mentioned_literals(a) | mentioned_literals(b)
+    inputs = abstract_inputs([(n, t, o) for n, (t, o) in seen.items()], named)
+    fields = [f.name for f in b.fields]
+    rows = []
+    env_a, env_b = interp.config_env(old, {}), interp.config_env(new, {})
+    for combo in itertools.product(*(range(len(i.classes)) for i in inputs)):
+        given = {inp.name: inp.representatives[k] for inp, k in zip(inputs, combo)}
+        ra = interp.resolve_stamp(old, a, {**env_a, **given})
+        rb = interp.resolve_stamp(new, b, {**env_b, **given})
+        outs = []
+        for f in fields:
+            fa, fb = ra.get(f), rb[f]
+            old_key = (fa.value, fa.tier) if fa else None
+            if old_key == (fb.value, fb.tier):
+                outs.append(None)
+            else:
+                outs.append(
+                    (
+                        _display(fa) if fa else "(no field)",
+                        _display(fb),
+                        f"{fa.tier} {fa.source}" if fa else None,
+                        f"{fb.tier} {fb.source}",
+                    )
+                )
+        if any(o is not None for o in outs):
+            rows.append(Row(tuple(inp.classes[k] for inp, k in zip(inputs, combo)), tuple(outs)))
+    # merge only over rows that changed; unchanged rows are not shown
+    merged = merge_rows(rows, inputs) if rows else ()
+    changes = []
+    for row in merged:
+        for f, out in zip(fields, row.outputs):
+            if out is None:
+                continue
+            old_v, new_v, old_rule, new_rule = out
+            changes.append(
+                Change(
+                    b.name,
+                    {i.name: _cell(v) for i, v in zip(inputs, row.inputs)},
+                    f,
+                    old_v,
+                    new_v,
+                    old_rule,
+                    new_rule,
+                )
+            )
+    return changes
+
+
+def changes_to_markdown(changes: list[Change]) -> str:
+    if not changes:
+        return "No behaviour change.\n"
+    lines = [f"{len(changes)} decision(s) changed:", ""]
+    by_stamp: dict[str, list[Change]] = {}
+    for c in changes:
+        by_stamp.setdefault(c.stamp, []).append(c)
+    for stamp, items in by_stamp.items():
+        cols = list(items[0].inputs)
+        lines += [
+            f"### `{stamp}`",
+            "",
+            "| " + " | ".join(cols + ["field", "old → new", "deciding rule (new)"]) + " |",
+        ]
+        lines.append("|" + "---|" * (len(cols) + 3))
+        for c in items:
+            cells = [str(c.inputs.get(k, "")) for k in cols]
+            lines.append("| " + " | ".join(cells + [c.field, f"{c.old} → {c.new}", str(c.new_rule)]) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def changes_to_text(changes: list[Change]) -> str:
+    if not changes:
+        return "no behaviour change\n"
+    out = []
+    for c in changes:
+        when = ", ".join(f"{k}={v}" for k, v in c.inputs.items() if v != ANY) or "every input"
+        out.append(
+            f"{c.stamp}.{c.field}: {c.old} → {c.new}  when {when}\n    rule: {c.old_rule} → {c.new_rule}"
+        )
+    return "\n".join(out) + "\n"
