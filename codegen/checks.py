@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from keyword import iskeyword
 
 from codegen import ir
 from codegen.diagnostics import Diagnostic, did_you_mean, error, sort_key, warning
@@ -62,6 +63,7 @@ class _Checker:
         self.stamp_decls: dict[str, ir.StampDecl] = {}
         self.auto_decls: dict[str, ir.AutoDecl] = {}
         self.used: set[str] = set()  # full names of leaves and names of enums/autos that something reads
+        self.untyped: set[str] = set()  # leaves whose type did not resolve (reported once, at the type)
 
     # ------------------------------------------------------------------ reporting
     def err(self, code: str, message: str, loc: ir.Loc, hint: str | None = None) -> None:
@@ -72,9 +74,10 @@ class _Checker:
 
     def ident(self, name: ir.Name, what: str) -> None:
         if not is_valid_identifier(name.value):
+            reason = "it is a Python keyword" if iskeyword(name.value) else "it starts with `_`"
             self.err(
                 "bad-identifier",
-                f"{what} `{name.value}` cannot be used: it is a Python keyword or starts with `_`",
+                f"{what} `{name.value}` cannot be used: {reason}",
                 name.loc,
                 "rename it; names from the rules become Python identifiers",
             )
@@ -287,6 +290,8 @@ class _Checker:
                 self.leaves[f"{ns}.{leaf.name.value}"] = LeafInfo(
                     ns, leaf.name.value, scope, t, leaf.optional, default, leaf.loc
                 )
+            else:
+                self.untyped.add(f"{ns}.{leaf.name.value}")
 
     # ------------------------------------------------------------------ layer 3: references
     def _lookup(self, ref: ir.Ref, ctx: str, local: dict[str, Type], stamp: str | None = None) -> Type | None:
@@ -318,6 +323,8 @@ class _Checker:
             )
             return None
         leaf = self.leaves.get(name)
+        if leaf is None and name in self.untyped:
+            return None  # its unknown type is the error; do not report every read of it too
         if leaf is None:
             candidates = list(self.leaves) + (list(local) if ctx == CTX_VALIDATE else [])
             self.err("unknown-name", f"unknown name `{name}`", ref.loc, did_you_mean(name, candidates))
@@ -439,7 +446,9 @@ class _Checker:
             )
             return
         leaf = self.leaves.get(stmt.target.name)
-        if leaf is None or leaf.scope != PROCESS:
+        if stmt.target.name in self.untyped:
+            pass
+        elif leaf is None or leaf.scope != PROCESS:
             self.err(
                 "bad-set-target",
                 f"`set` writes config leaves; `{stmt.target.name}` is not one",
@@ -473,7 +482,9 @@ class _Checker:
             t = None
             if tier.kind in ("flag", "base"):
                 leaf = self.leaves.get(tier.ref.name)
-                if leaf is None or leaf.scope != PROCESS:
+                if tier.ref.name in self.untyped:
+                    pass
+                elif leaf is None or leaf.scope != PROCESS:
                     self.err(
                         "bad-tier-source",
                         f"`{tier.kind}` reads a config leaf; `{tier.ref.name}` is not one",

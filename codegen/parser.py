@@ -368,11 +368,29 @@ def _describe_expected(expected: set[str], parser: Lark) -> str:
 
 def _token_text(token: Token) -> str:
     if token.type == "$END":
-        return "the end of the file"
+        return "end of the file"
     return f"`{token}`"
 
 
-def _hint_for(token_text: str, expected: set[str]) -> str | None:
+def _expected(exc: UnexpectedToken) -> set[str]:
+    """The terminals the parser accepts here. Lark's own `expected` is the lexer's view when the contextual
+    lexer raised the error, in which keywords (`flag`, `and`, `when`) are folded into NAME; ask the parser."""
+    interactive = getattr(exc, "interactive_parser", None)
+    if interactive is not None:
+        try:
+            return set(interactive.accepts())
+        except Exception:  # pragma: no cover - fall back to lark's view rather than fail to report
+            pass
+    return set(exc.expected)
+
+
+def _parse_stack(exc: UnexpectedToken) -> list:
+    """What the parser had read when it failed: tokens and finished subtrees (empty if unknown)."""
+    state = getattr(getattr(exc, "interactive_parser", None), "parser_state", None)
+    return list(getattr(state, "value_stack", None) or [])
+
+
+def _hint_for(token_text: str, expected: set[str], line: str, col: int, stack: list) -> str | None:
     """Friendly hints for the mistakes people actually make."""
     if token_text == "`>`":
         return (
@@ -380,11 +398,18 @@ def _hint_for(token_text: str, expected: set[str]) -> str | None:
         )
     if token_text == "`=`" and "COMPARE" in expected:
         return "compare with `==`; a single `=` assigns"
-    if "STRING" in expected and len(expected) <= 3:
+    if "STRING" in expected and stack and not isinstance(stack[-1], Token):  # a finished condition
         return 'forbid and require end with the message a user sees, in double quotes: forbid cond "message"'
+    if "STRING" in expected and len(expected) == 1:
+        return 'a string in double quotes is missing here: "..."'
     if token_text.strip("`") in DECL_KEYWORDS:
         return "a declaration starts here: is a `}` missing above?"
-    if token_text == "the end of the file":
+    open_block = any(isinstance(v, Token) and v.type == "LBRACE" for v in stack)
+    if col > 1 and open_block and _DECL_START.match(line):
+        return "a declaration starts on this line: is a `}` missing above?"
+    if {"FLAG", "AUTO", "BASE", "FOLLOW"} <= expected:
+        return "a tier is missing: flag LEAF, auto SLOT, base LEAF, follow FIELD or a constant"
+    if token_text == "end of the file":
         return "is a `}` missing?"
     return None
 
@@ -399,9 +424,12 @@ def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark)
             lines = text.splitlines() or [""]
             where = ir.Loc(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
         found = _token_text(token)
-        expected = set(exc.expected)
+        expected = _expected(exc)
         message = f"unexpected {found}; expected {_describe_expected(expected, parser)}"
-        return error("syntax", message, where, _hint_for(found, expected))
+        lines = text.splitlines()
+        line = lines[where.line - 1] if 1 <= where.line <= len(lines) else ""
+        hint = _hint_for(found, expected, line, where.col, _parse_stack(exc))
+        return error("syntax", message, where, hint)
     if isinstance(exc, UnexpectedCharacters):
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
         where = ir.Loc(path, exc.line, exc.column, exc.line, exc.column + 1)
