@@ -390,7 +390,7 @@ def _parse_stack(exc: UnexpectedToken) -> list:
     return list(getattr(state, "value_stack", None) or [])
 
 
-def _hint_for(token_text: str, expected: set[str], line: str, col: int, stack: list) -> str | None:
+def _hint_for(token_text: str, expected: set[str], line: str, row: int, col: int, stack: list) -> str | None:
     """Friendly hints for the mistakes people actually make."""
     if token_text == "`>`":
         return (
@@ -404,8 +404,9 @@ def _hint_for(token_text: str, expected: set[str], line: str, col: int, stack: l
         return 'a string in double quotes is missing here: "..."'
     if token_text.strip("`") in DECL_KEYWORDS:
         return "a declaration starts here: is a `}` missing above?"
-    open_block = any(isinstance(v, Token) and v.type == "LBRACE" for v in stack)
-    if col > 1 and open_block and _DECL_START.match(line):
+    # a block opened on an earlier line is still open where a declaration starts
+    open_above = any(isinstance(v, Token) and v.type == "LBRACE" and v.line < row for v in stack)
+    if col > 1 and open_above and _DECL_START.match(line):
         return "a declaration starts on this line: is a `}` missing above?"
     if {"FLAG", "AUTO", "BASE", "FOLLOW"} <= expected:
         return "a tier is missing: flag LEAF, auto SLOT, base LEAF, follow FIELD or a constant"
@@ -428,7 +429,7 @@ def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark)
         message = f"unexpected {found}; expected {_describe_expected(expected, parser)}"
         lines = text.splitlines()
         line = lines[where.line - 1] if 1 <= where.line <= len(lines) else ""
-        hint = _hint_for(found, expected, line, where.col, _parse_stack(exc))
+        hint = _hint_for(found, expected, line, where.line, where.col, _parse_stack(exc))
         return error("syntax", message, where, hint)
     if isinstance(exc, UnexpectedCharacters):
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
