@@ -55,6 +55,8 @@ import kernels._validation as validation  # noqa: E402
 from kernels import gdn  # noqa: E402
 from kernels._validation import KernelUnavailableError  # noqa: E402
 
+DEVICE = "cuda"  # "cpu" under --dry-run
+OURS_BACKEND = "triton"  # "torch" under --dry-run
 H, HV, K, V = 16, 32, 128, 128
 SCALE = K**-0.5
 STATE_BYTES = HV * K * V * 4  # one request's fp32 state
@@ -219,7 +221,9 @@ def rel(x: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 # ------------------------------------------------------------------------------------------ implementations
-# Each maker returns call() -> (o [T,HV,V], new states [N,HV,V,K] or intermediate states) for one set.
+# Each maker(phase, set) returns call() -> (o [T,HV,V], states()) for one input set, where states() gives
+# the new states [N,HV,V,K] (or verify's intermediate states) for the cross-check. The timed graph only
+# runs call(): reading the states back (a gather of the pool rows) stays outside the timing.
 
 
 POOL_ARGS = ("state_pool", "state_indices", "cu_seqlens", "intermediate_states")
@@ -235,7 +239,7 @@ def public_api_maker(backend):
 
         def call():
             o = fn(s["q"], s["k"], s["v"], s["g"], s["beta"], **kwargs, backend=backend)
-            return o, (s["intermediate_states"] if phase == "verify" else s["state_pool"][slots])
+            return o, lambda: s["intermediate_states"] if phase == "verify" else s["state_pool"][slots]
 
         return call
 
@@ -263,7 +267,7 @@ def fi_kernel_maker(phase, s):
                 use_qk_l2norm=False, initial_state=s["state_pool"], initial_state_indices=s["state_indices"],
                 backend="flashinfer",
             )  # fmt: skip
-            return out[:, 0], s["state_pool"][slots]
+            return out[:, 0], lambda: s["state_pool"][slots]
 
         return call
     if phase == "verify":
@@ -280,7 +284,7 @@ def fi_kernel_maker(phase, s):
                 intermediate_states_buffer=s["intermediate_states"], disable_state_update=True,
                 use_qk_l2norm=False,
             )  # fmt: skip
-            return out.view(B * D, HV, V), s["intermediate_states"]
+            return out.view(B * D, HV, V), lambda: s["intermediate_states"]
 
         return call
     # prefill: packed initial states (gathered beforehand), alpha = exp(g) fp32
@@ -298,7 +302,7 @@ def fi_kernel_maker(phase, s):
             cu_seqlens=cu, use_qk_l2norm_in_kernel=False, output=out, output_state=final, use_cp="auto",
             backend="flashinfer", max_seqlen=max_len,
         )  # fmt: skip
-        return out, final
+        return out, lambda: final
 
     return call
 
@@ -316,7 +320,7 @@ def fla_maker(phase, s):
                 q[:, None], k[:, None], v[:, None], g=g[:, None], beta=beta[:, None], scale=SCALE,
                 initial_state=h0, output_final_state=True,
             )  # fmt: skip
-            return o[:, 0], ht.transpose(-1, -2)
+            return o[:, 0], lambda: ht.transpose(-1, -2)
 
         return call
     if phase == "verify":
@@ -336,7 +340,7 @@ def fla_maker(phase, s):
             q[None], k[None], v[None], g[None], beta[None], scale=SCALE, initial_state=h0,
             output_final_state=True, **kwargs,
         )  # fmt: skip
-        return o[0], ht.transpose(-1, -2)
+        return o[0], lambda: ht.transpose(-1, -2)
 
     return call
 
@@ -396,6 +400,9 @@ def run_case(R, phase, case, B, seqlens, impls, status, copy_gbps):
     nrot = int(max(1, min(MAX_ROTATE, math.ceil(ROTATE_BYTES / nbytes))))
     sets = [make_set(phase, B, seed=100 + i, seqlens=seqlens, cu_shared=cu) for i in range(nrot)]
 
+    # Every implementation's check starts from the same pool: the timed replays below update the pools of
+    # the sets in place, so the check copies this snapshot, taken before any of them.
+    pristine = state_copy(sets[0])
     ref_name, ref_o, ref_state = None, None, None
     for impl in impls:
         if impl not in status:
@@ -411,20 +418,24 @@ def run_case(R, phase, case, B, seqlens, impls, status, copy_gbps):
             R.record(row)
             continue
         try:
-            # correctness: set 0 with its own state copy; first call compiles
-            check_set = state_copy(sets[0])
+            # correctness on set 0 (own state copy); the first call compiles
+            check_set = state_copy(pristine)
             t1 = time.time()
-            o, st = MAKERS[impl](phase, check_set)()
+            o, states = MAKERS[impl](phase, check_set)()
+            st = states()
             sync()
             row["first_call_s"] = round(time.time() - t1, 2)
-            if ref_name is None:
+            row["nonfinite_o"] = int((~torch.isfinite(o)).sum().item())
+            row["nonfinite_state"] = int((~torch.isfinite(st)).sum().item())
+            finite = row["nonfinite_o"] == 0 and row["nonfinite_state"] == 0
+            if ref_name is None and finite:
                 ref_name, ref_o, ref_state = impl, o.float().clone(), st.float().clone()
                 row["ref"] = "itself"
-            else:
+            elif ref_name is not None:
                 row["ref"] = ref_name
                 row["rel_o"] = rel(o, ref_o)
                 row["rel_state"] = rel(st, ref_state)
-            del check_set, o, st
+            del check_set, o, st, states
             ms = graph_time_ms([MAKERS[impl](phase, s) for s in sets])
             row.update({"us": ms * 1e3, "GBps": nbytes / (ms * 1e-3) / 1e9})
             row["pct_copy"] = 100 * row["GBps"] / copy_gbps
@@ -499,6 +510,8 @@ def markdown_table(rows: list[dict], copy_gbps: float) -> str:
             check = f"{r['rel_o']:.1e} / {r['rel_state']:.1e} ({r['ref']})"
         else:
             check = "ref" if r.get("ref") == "itself" else ""
+        if r.get("nonfinite_o") or r.get("nonfinite_state"):
+            check += f" NON-FINITE o:{r['nonfinite_o']} state:{r['nonfinite_state']}"
         note = r.get("skipped") or r.get("error") or ""
         pct = fmt("pct_copy", "{:.1f}") if r["phase"] != "prefill" else fmt("pct_copy", "({:.1f})")
         lines.append(

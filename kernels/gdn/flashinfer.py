@@ -30,11 +30,16 @@ flag for activated gates. We pass ``A_log = dt_bias = 0`` (so ``−exp(0) = −1
 so the kernel's ``exp(−softplus(a))`` gives back ``exp(g)`` and ``sigmoid(b)`` gives back β. ``a`` is
 clamped to [−80, 80]: g = 0 would give a = −inf, and one MTP kernel variant computes
 ``0·x`` for the unused softplus branch, which is NaN for infinite x; softplus(−80) is exactly 0 in fp32
-(α = 1, as for g = 0), and g < −80 becomes α = exp(−80) ≈ 1.8e-35 instead of ≈ 0. In fp32 (decode:
-the kernel reads a and b as fp32) the round trip is exact to a few ulps (measured 2e-7 relative on α
-and β). ``gated_delta_rule_mtp`` however casts ``a`` and ``b`` to bf16 before its kernel, so verify's
-α and β carry bf16 rounding of their logits (≤ 0.7% relative on β and on α for ordinary decays; this
-moves verify outputs by ~6e-4 relative RMSE on random inputs, under the bf16 input rounding itself).
+(α = 1, as for g = 0), and g < −80 becomes α = exp(−80) ≈ 1.8e-35 instead of ≈ 0. The conversion is
+one Triton launch (``raw_gate_inputs``) computing ``a = log(1 − exp(g)) − g`` (1 − exp(g) carries no
+error beyond the rounding of exp(g)) and ``b = log(β / (1 − β))``. In fp32 (decode: the kernel reads a
+and b as fp32) the round trip returns α and β to within the fast-math exp/log on both sides: ≤ 2e-7
+relative in exact arithmetic (CPU), ≤ 4e-6 with the GPU's approximate exp/log over g ∈ [−20, 0] (tested
+in ``tests/kernels/test_gdn_flashinfer_gpu.py``). ``gated_delta_rule_mtp`` however casts ``a`` and ``b``
+to bf16 before its kernel, so verify's α and β carry bf16 rounding of their logits (≤ 0.7% relative on
+β and on α for ordinary decays; on random inputs this moves verify outputs by ~6e-4 relative RMSE,
+under the bf16 input rounding itself; measured on the H200 against our Triton verify: 1.3e-3 on outputs,
+4.6e-4 on intermediate states).
 FlashInfer can only decay (α ≤ 1): a positive g (not a valid GDN gate) comes out as NaN.
 
 Limits of the peer kernels, raised as ``KernelUnavailableError`` (this backend cannot run the call):
@@ -45,12 +50,21 @@ dtypes to bf16.
 from __future__ import annotations
 
 import importlib
+import os
 
 import torch
 
 from kernels._validation import KernelUnavailableError
 
-__all__ = ["decode", "is_available", "prefill", "verify"]
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover
+    triton = tl = None
+
+_TRITON_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+__all__ = ["decode", "is_available", "prefill", "raw_gate_inputs", "verify"]
 
 INSTALL_HINT = (
     "install flashinfer-python>=0.7.2 with its CuTe-DSL compiler "
@@ -129,11 +143,74 @@ def _require_supported(phase: str, q: torch.Tensor, v: torch.Tensor) -> None:
 def raw_gate_inputs(g: torch.Tensor, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(a, b) fp32 such that FlashInfer's ``exp(−softplus(a))`` = exp(g) and ``sigmoid(b)`` = beta.
 
-    With ``A_log = dt_bias = 0``. See the module docstring for the derivation and the clamp.
+    With ``A_log = dt_bias = 0``; see the module docstring for the derivation and the clamp. On a GPU
+    this is one Triton launch (decode at small batch is latency-bound, and the equivalent torch
+    expression is six launches); elsewhere, or without Triton, torch ops.
     """
+    if _gate_logits_kernel is not None and (g.is_cuda or _TRITON_INTERPRET):
+        g, beta = g.contiguous(), beta.contiguous()
+        a = torch.empty_like(g)
+        b = torch.empty_like(g)
+        n = g.numel()
+        if n:
+            block = 1024
+            _gate_logits_kernel[(triton.cdiv(n, block),)](
+                g, beta, a, b, n, BOUND=_GATE_LOGIT_BOUND, BLOCK=block
+            )
+        return a, b
+    return raw_gate_inputs_torch(g, beta)
+
+
+def raw_gate_inputs_torch(g: torch.Tensor, beta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``raw_gate_inputs`` in torch ops: a = −g + log(−expm1(g)) clamped, b = logit(beta)."""
     a = torch.log(torch.expm1(g).neg_()).sub_(g).clamp_(-_GATE_LOGIT_BOUND, _GATE_LOGIT_BOUND)
     b = torch.logit(beta)
     return a, b
+
+
+if triton is not None:
+
+    @triton.jit
+    def _gate_logits_kernel(g_ptr, beta_ptr, a_ptr, b_ptr, n, BOUND: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        g = tl.load(g_ptr + offs, mask=mask, other=-1.0)
+        beta = tl.load(beta_ptr + offs, mask=mask, other=0.5)
+        # a = log(expm1(−g)) = −g + log(1 − exp(g)). 1 − exp(g) is exact given the rounded exp(g) (no
+        # cancellation error beyond it), so the kernel's 1 / (1 + exp(a)) returns exp(g) to about its ulp
+        # without an expm1 (which Triton's interpreter lacks). g = 0 gives log(0) = −inf, clamped.
+        a = tl.log(1.0 - tl.exp(g)) - g
+        a = tl.minimum(
+            tl.maximum(a, -BOUND, propagate_nan=tl.PropagateNan.ALL), BOUND, propagate_nan=tl.PropagateNan.ALL
+        )
+        b = tl.log(beta / (1.0 - beta))  # logit; β = 1 → +inf, β = 0 → −inf, both exact through sigmoid
+        tl.store(a_ptr + offs, a, mask=mask)
+        tl.store(b_ptr + offs, b, mask=mask)
+
+    @triton.jit
+    def _zero_padding_rows_kernel(
+        o_ptr,
+        seq_of_token_ptr,
+        state_indices_ptr,
+        T,
+        ROW: tl.constexpr,
+        BLOCK_T: tl.constexpr,
+        BLOCK_R: tl.constexpr,
+    ):
+        tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+        cols = tl.program_id(1) * BLOCK_R + tl.arange(0, BLOCK_R)
+        in_range = tokens < T
+        seq = tl.load(seq_of_token_ptr + tokens, mask=in_range, other=0)
+        slot = tl.load(state_indices_ptr + seq, mask=in_range, other=0)
+        padding = in_range & (slot < 0)
+        offsets = tl.cast(tokens, tl.int64)[:, None] * ROW + cols[None, :]
+        zeros = tl.zeros((BLOCK_T, BLOCK_R), dtype=o_ptr.dtype.element_ty)
+        # Rows of real sequences are masked off: no memory traffic for them.
+        tl.store(o_ptr + offsets, zeros, mask=padding[:, None] & (cols[None, :] < ROW))
+
+else:  # pragma: no cover - FlashInfer installs normally come with a CUDA torch, which brings Triton
+    _gate_logits_kernel = None
+    _zero_padding_rows_kernel = None
 
 
 def _dense_last_dim(*tensors: torch.Tensor) -> list[torch.Tensor]:
@@ -181,11 +258,32 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale):
         output_state=final,
         backend="flashinfer",
     )
-    cu = cu_seqlens.to(torch.int64)
-    seq_of_token = torch.searchsorted(cu[1:], torch.arange(T, device=q.device), right=True)
-    o.masked_fill_(~real[seq_of_token.clamp_(max=N - 1)][:, None, None], 0.0)
+    zero_padding_rows(o, cu_seqlens, state_indices)
     _scatter_real_rows(state_pool, slot, real, final)
     return o
+
+
+def zero_padding_rows(o: torch.Tensor, cu_seqlens: torch.Tensor, state_indices: torch.Tensor) -> None:
+    """o[t] = 0 for the tokens t of padding sequences (state index −1), without a host sync.
+
+    On a GPU (or under the Triton interpreter) one Triton launch that reads per-token sequence ids and
+    writes only the padding rows: a masked fill of the whole output would read and write all of it, which
+    cost ~0.8 ms at 64k tokens on the H200 (more than half of FlashInfer's own prefill time there).
+    """
+    T, N = o.shape[0], state_indices.shape[0]
+    if T == 0 or N == 0:
+        return
+    cu = cu_seqlens.to(torch.int64)
+    seq_of_token = torch.searchsorted(cu[1:], torch.arange(T, device=o.device), right=True).clamp_(max=N - 1)
+    if _zero_padding_rows_kernel is None or not (o.is_cuda or _TRITON_INTERPRET) or not o.is_contiguous():
+        o.masked_fill_((state_indices[seq_of_token] < 0)[:, None, None], 0.0)
+        return
+    row = o[0].numel()
+    block_t, block_r = 16, min(1024, triton.next_power_of_2(row))
+    grid = (triton.cdiv(T, block_t), triton.cdiv(row, block_r))
+    _zero_padding_rows_kernel[grid](
+        o, seq_of_token, state_indices, T, ROW=row, BLOCK_T=block_t, BLOCK_R=block_r
+    )
 
 
 def _scatter_real_rows(state_pool, slot, real, final) -> None:
@@ -251,7 +349,7 @@ def verify(q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, 
     if N == 0 or D == 0:
         return o.view(T, HV, V)
     q, k, v = _dense_last_dim(q, k, v)
-    a, b = raw_gate_inputs(g, beta)
+    a, b = raw_gate_inputs(g, beta)  # fp32; gated_delta_rule_mtp casts them to bf16
     zeros = _zero_head_params(q.device, HV)
     # FlashInfer writes through a flat view of the buffer, so it must be dense; a strided one goes
     # through a dense copy (which keeps the padding rows' content) and back.

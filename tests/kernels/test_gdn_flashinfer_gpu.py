@@ -64,22 +64,47 @@ def _flashinfer_gates(a, b, *, branch_free):
     return torch.exp(-softplus), 1.0 / (1.0 + torch.exp(-b.float()))
 
 
+CONVERSIONS = {"triton": fi_backend.raw_gate_inputs, "torch": fi_backend.raw_gate_inputs_torch}
+
+
+@pytest.mark.parametrize("conversion", sorted(CONVERSIONS))
 @pytest.mark.parametrize("branch_free", [False, True])
-def test_the_gate_conversion_gives_back_exp_g_and_beta_through_flashinfers_formula(branch_free):
+def test_the_gate_conversion_gives_back_exp_g_and_beta_through_flashinfers_formula(branch_free, conversion):
     g = torch.tensor([0.0, -1e-38, -1e-30, -1e-7, -1e-3, -0.5, -3.0, -19.9, -20.0, -20.1, -50.0, -79.0])
     g = torch.cat([g, torch.nn.functional.logsigmoid(torch.randn(1000)) / 10.0])
     beta = torch.cat([torch.tensor([0.0, 1.0, 1e-7, 1 - 1e-7]), torch.rand(g.numel() - 4)])
-    a, b = fi_backend.raw_gate_inputs(g, beta)
+    a, b = CONVERSIONS[conversion](g, beta)
     alpha, beta_back = _flashinfer_gates(a, b, branch_free=branch_free)
     assert torch.isfinite(a).all()
     assert ((alpha - g.exp()).abs() <= 1e-6 * g.exp()).all()
     assert ((beta_back - beta).abs() <= 1e-6 * beta).all()
 
 
-def test_gates_below_minus_80_decay_to_practically_zero():
-    a, _ = fi_backend.raw_gate_inputs(torch.tensor([-100.0, -1e4]), torch.tensor([0.5, 0.5]))
+@pytest.mark.parametrize("conversion", sorted(CONVERSIONS))
+def test_gates_below_minus_80_decay_to_practically_zero(conversion):
+    a, _ = CONVERSIONS[conversion](torch.tensor([-100.0, -1e4]), torch.tensor([0.5, 0.5]))
     alpha, _ = _flashinfer_gates(a, torch.zeros(2), branch_free=True)
     assert (alpha <= 2e-35).all()
+
+
+@pytest.mark.parametrize("conversion", sorted(CONVERSIONS))
+def test_a_positive_gate_is_not_a_decay_and_comes_out_nan(conversion):
+    a, _ = CONVERSIONS[conversion](torch.tensor([0.5]), torch.tensor([0.5]))
+    assert a.isnan().all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_padding_sequences_get_zero_output_rows_and_the_others_keep_theirs(dtype):
+    inputs = make_inputs("prefill", N=5, H=1, HV=2, K=4, V=8, seqlens=[3, 0, 17, 1, 9], pad=2, seed=4)
+    o = torch.randn(30, 2, 8).to(dtype)
+    expected = o.clone()
+    cu = inputs["cu_seqlens"].tolist()
+    for n, slot in enumerate(inputs["state_indices"].tolist()):
+        if slot < 0:
+            expected[cu[n] : cu[n + 1]] = 0
+    assert not torch.equal(o, expected)  # the seed puts padding on a non-empty sequence
+    fi_backend.zero_padding_rows(o, inputs["cu_seqlens"], inputs["state_indices"])
+    assert torch.equal(o, expected)
 
 
 # ------------------------------------------------------------------------------------------------ GPU
@@ -100,6 +125,16 @@ def _slots(inputs):
     """Pool rows of the real (non-padding) sequences, and the padding sequences' positions."""
     idx = inputs["state_indices"].long()
     return idx[idx >= 0], (idx < 0).nonzero().flatten()
+
+
+@pytest.mark.gpu
+def test_the_gate_conversion_on_the_gpu_gives_back_exp_g_and_beta():
+    g = torch.cat([torch.tensor([0.0, -1e-30, -1e-7, -1e-3, -3.0, -19.9, -20.1]), -torch.rand(10000) * 20])
+    beta = torch.cat([torch.tensor([0.0, 1.0, 1e-7, 1 - 1e-7]), torch.rand(g.numel() - 4)])
+    a, b = fi_backend.raw_gate_inputs(g.cuda(), beta.cuda())  # one Triton launch, fast-math exp/log
+    alpha, beta_back = _flashinfer_gates(a.cpu(), b.cpu(), branch_free=True)
+    assert ((alpha - g.exp()).abs() <= 4e-6 * g.exp()).all()
+    assert ((beta_back - beta).abs() <= 4e-6 * beta).all()
 
 
 @pytest.mark.gpu
