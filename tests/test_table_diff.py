@@ -1,0 +1,265 @@
+"""`stampgen table` (a stamp's whole decision table) and `stampgen diff` (only the decisions that changed).
+
+The table abstracts enum inputs into classes (unset, each member the rules name, `other`) and merges rows
+with `*` (any class) and `set` (any class but unset). The tests expand those back and hold every
+combination against the interpreter, so a merge that hides a decision cannot pass.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from codegen import interpreter as interp
+from codegen.load import load
+
+REPO = Path(__file__).resolve().parent.parent
+SHIPPED = (REPO / "rules" / "linear_attn.rules").read_text(encoding="utf-8")
+FOLLOW = "follow decode when decode == flashinfer"
+FOLLOW_CUTEDSL_TOO = "follow decode when decode in {flashinfer, cutedsl}"
+_AT = SHIPPED.rindex(FOLLOW)  # the stamp's verify (the launch block has its own copy above it)
+CHANGED = SHIPPED[:_AT] + FOLLOW_CUTEDSL_TOO + SHIPPED[_AT + len(FOLLOW) :]
+MODEL = load(str(REPO / "rules" / "linear_attn.rules")).model
+
+
+def table_json(stampgen, *rules: str) -> dict:
+    argv = ["table", "LinearAttnBackends", "--format", "json"]
+    for path in rules:
+        argv += ["--rules", path]
+    status, out, err = stampgen(*argv)
+    assert status == 0, err
+    return json.loads(out)
+
+
+def expand(row_inputs: dict[str, str], classes: dict[str, list[str]]) -> list[tuple[str, ...]]:
+    """Every combination of classes a (merged) row stands for."""
+    options = []
+    for name, cls in classes.items():
+        cell = row_inputs[name]
+        if cell == "*":
+            options.append(cls)
+        elif cell == "set":
+            options.append([c for c in cls if c != "unset"])
+        else:
+            assert cell in cls, (name, cell)
+            options.append([cell])
+    return list(itertools.product(*options))
+
+
+def coverage(table: dict) -> dict[tuple[str, ...], list[dict]]:
+    classes = {i["name"]: i["classes"] for i in table["inputs"]}
+    covered: dict[tuple[str, ...], list[dict]] = {}
+    for row in table["rows"]:
+        for combo in expand(row["inputs"], classes):
+            covered.setdefault(combo, []).append(row)
+    return covered
+
+
+@pytest.fixture(autouse=True)
+def in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+# --------------------------------------------------------------------------------------------- table
+
+
+def test_every_combination_of_input_classes_is_covered_by_exactly_one_row(stampgen):
+    table = table_json(stampgen)
+    classes = [i["classes"] for i in table["inputs"]]
+    covered = coverage(table)
+    assert set(covered) == set(itertools.product(*classes))
+    assert {combo: len(rows) for combo, rows in covered.items() if len(rows) != 1} == {}
+
+
+def test_the_table_covers_the_inputs_the_resolver_reads():
+    table_inputs = [name for name, _, _ in interp.stamp_inputs(MODEL, MODEL.stamps["LinearAttnBackends"])]
+    assert table_inputs == [
+        "mamba.linear_attn_backend",
+        "mamba.linear_attn_decode_backend",
+        "mamba.linear_attn_prefill_backend",
+        "mamba.linear_attn_verify_backend",
+        "prefill_default",
+    ]
+
+
+def _representative(name: str, cls: str, classes: list[str]) -> Any:
+    """A concrete value of a class; for `other`, the last member the rules do not name."""
+    if cls == "unset":
+        return None
+    if cls != "other":
+        return cls
+    stamp = MODEL.stamps["LinearAttnBackends"]
+    t = dict((n, t) for n, t, _ in interp.stamp_inputs(MODEL, stamp))[name]
+    return [m for m in t.members if m not in classes][-1]
+
+
+def test_every_row_agrees_with_the_interpreter_for_every_value_it_stands_for(stampgen):
+    table = table_json(stampgen)
+    names = [i["name"] for i in table["inputs"]]
+    classes = {i["name"]: i["classes"] for i in table["inputs"]}
+    stamp = MODEL.stamps["LinearAttnBackends"]
+    base_env = interp.config_env(MODEL, {})
+    for combo, [row] in coverage(table).items():
+        given = {n: _representative(n, c, classes[n]) for n, c in zip(names, combo)}
+        fields = interp.resolve_stamp(MODEL, stamp, {**base_env, **given})
+        for field, shown in row["fields"].items():
+            outcome = fields[field]
+            assert shown["tier"] == outcome.tier, (combo, field)
+            if shown["value"].startswith("← "):
+                assert outcome.value == given[shown["value"][2:]], (combo, field)
+            else:
+                assert shown["value"] == outcome.value, (combo, field)
+
+
+def test_the_markdown_table_has_a_row_per_json_row_and_names_every_output(stampgen):
+    status, out, _ = stampgen("table", "LinearAttnBackends")
+    assert status == 0
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    header, body = rows[0], rows[1:]
+    assert header.endswith("| → decode | → prefill | → verify |")
+    assert len(body) == len(table_json(stampgen)["rows"])
+    assert f"({len(body)} rows;" in out.splitlines()[0]
+
+
+def test_table_of_an_unknown_stamp_exits_2(stampgen):
+    status, out, err = stampgen("table", "Nope")
+    assert status == 2 and out == "" and "no stamp 'Nope'" in err
+
+
+# --------------------------------------------------------------------------------------------- diff of files
+
+
+@pytest.fixture
+def rules_pair(tmp_path: Path) -> tuple[Path, Path]:
+    old, new = tmp_path / "old.rules", tmp_path / "new.rules"
+    old.write_text(SHIPPED, encoding="utf-8")
+    new.write_text(CHANGED, encoding="utf-8")
+    return old, new
+
+
+def test_diff_of_identical_files_exits_0(stampgen, rules_pair):
+    old, _ = rules_pair
+    assert stampgen("diff", str(old), str(old)) == (0, "no behaviour change\n", "")
+
+
+def test_diff_shows_only_the_rows_whose_verify_changed_and_exits_1(stampgen, rules_pair):
+    old, new = rules_pair
+    status, out, err = stampgen("diff", str(old), str(new), "--format", "json")
+    assert status == 1 and err == ""
+    changes = json.loads(out)
+    assert changes and {c["field"] for c in changes} == {"verify"}
+    for change in changes:
+        assert change["old"] == "triton"
+        assert change["new"].startswith("← ")
+        assert change["old_rule"].startswith(f"const {old}:")
+        assert change["new_rule"].startswith(f"follow {new}:")
+        decode_class = change["inputs"]["mamba.linear_attn_decode_backend"]
+        base_class = change["inputs"]["mamba.linear_attn_backend"]
+        assert "cutedsl" in (decode_class, base_class)
+        assert change["inputs"]["mamba.linear_attn_verify_backend"] == "unset"
+
+
+def test_diff_rows_are_exactly_the_combinations_whose_decision_differs(stampgen, rules_pair):
+    old, new = rules_pair
+    old_table, new_table = table_json(stampgen, str(old)), table_json(stampgen, str(new))
+    old_classes = [i["classes"] for i in old_table["inputs"]]
+    new_classes = {i["name"]: i["classes"] for i in new_table["inputs"]}
+    before, after = coverage(old_table), coverage(new_table)
+    differ = set()
+    for combo, [row] in after.items():  # the new rules name cutedsl: their classes are the finer ones
+        coarse = tuple(c if c in cls else "other" for c, cls in zip(combo, old_classes))
+        a, b = before[coarse][0]["fields"]["verify"], row["fields"]["verify"]
+        if (a["value"], a["tier"]) != (b["value"], b["tier"]):
+            differ.add(combo)
+    _, out, _ = stampgen("diff", str(old), str(new), "--format", "json")
+    shown = [combo for change in json.loads(out) for combo in expand(change["inputs"], new_classes)]
+    assert differ, "the change must make a difference somewhere"
+    assert sorted(shown) == sorted(differ)
+
+
+def test_diff_text_and_markdown_name_the_old_and_new_rules(stampgen, rules_pair):
+    old, new = rules_pair
+    status, text, _ = stampgen("diff", str(old), str(new))
+    assert status == 1
+    assert text.startswith("LinearAttnBackends.verify: triton → ")
+    assert f"rule: const {old}:" in text and f"→ follow {new}:" in text
+    status, markdown, _ = stampgen("diff", str(old), str(new), "--format", "markdown")
+    assert status == 1
+    assert (
+        markdown.splitlines()[0]
+        == f"{len(json.loads(stampgen('diff', str(old), str(new), '--format', 'json')[1]))} decision(s) changed:"
+    )
+    assert "| verify | triton → ← " in markdown
+
+
+def test_diff_of_a_file_with_errors_exits_1_with_its_diagnostics(stampgen, rules_pair, tmp_path):
+    old, _ = rules_pair
+    broken = tmp_path / "broken.rules"
+    broken.write_text(SHIPPED.replace("> triton\n}", "\n}"), encoding="utf-8")
+    status, out, err = stampgen("diff", str(old), str(broken))
+    assert status == 1 and out == ""
+    assert "[not-total]" in err
+
+
+# --------------------------------------------------------------------------------------------- diff of revisions
+
+
+def git(cwd: Path, *argv: str) -> str:
+    return subprocess.run(["git", *argv], cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+@pytest.fixture
+def repo_with_history(tmp_path: Path, monkeypatch) -> Path:
+    """A git repo on `main` with the shipped rules, then a `feature` branch that changes verify."""
+    git(tmp_path, "init", "-q", "-b", "main")
+    git(tmp_path, "config", "user.email", "test@example.com")
+    git(tmp_path, "config", "user.name", "test")
+    rules = tmp_path / "rules" / "linear_attn.rules"
+    rules.parent.mkdir()
+    rules.write_text(SHIPPED, encoding="utf-8")
+    git(tmp_path, "add", "rules")
+    git(tmp_path, "commit", "-q", "-m", "shipped rules")
+    git(tmp_path, "checkout", "-q", "-b", "feature")
+    rules.write_text(CHANGED, encoding="utf-8")
+    git(tmp_path, "commit", "-q", "-am", "verify follows cutedsl too")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_diff_between_two_revisions_shows_the_change(stampgen, repo_with_history):
+    status, out, err = stampgen("diff", "HEAD~1", "HEAD")
+    assert status == 1, err
+    assert out.startswith("LinearAttnBackends.verify: triton → ")
+    assert "rules/linear_attn.rules@HEAD~1:" in out and "rules/linear_attn.rules@HEAD:" in out
+
+
+def test_diff_of_a_revision_with_itself_exits_0(stampgen, repo_with_history):
+    assert stampgen("diff", "HEAD", "HEAD") == (0, "no behaviour change\n", "")
+
+
+def test_diff_without_arguments_compares_the_merge_base_with_main_to_the_working_tree(
+    stampgen, repo_with_history
+):
+    status, out, _ = stampgen("diff")
+    assert status == 1 and "LinearAttnBackends.verify" in out
+    (repo_with_history / "rules" / "linear_attn.rules").write_text(SHIPPED, encoding="utf-8")
+    assert stampgen("diff") == (0, "no behaviour change\n", "")
+
+
+def test_diff_of_a_revision_against_the_working_tree(stampgen, repo_with_history):
+    assert stampgen("diff", "HEAD")[0] == 0
+    (repo_with_history / "rules" / "linear_attn.rules").write_text(SHIPPED, encoding="utf-8")
+    status, out, _ = stampgen("diff", "HEAD")
+    assert status == 1 and "← mamba.linear_attn_decode_backend → triton" in out
+
+
+def test_diff_of_an_unknown_revision_exits_2_with_gits_message(stampgen, repo_with_history):
+    status, out, err = stampgen("diff", "no-such-revision")
+    assert status == 2 and out == ""
+    assert err.startswith("stampgen diff: error: git ") and "no-such-revision" in err
+    assert "Traceback" not in err
