@@ -7,10 +7,13 @@ every broken declaration instead of stopping at the first.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import re
 from pathlib import Path
 
+import msgspec
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
@@ -451,47 +454,69 @@ def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark)
     raise exc  # pragma: no cover - every UnexpectedInput is one of the above
 
 
-def _chunks(text: str) -> list[str]:
-    """Split at lines that start (in column 1) with a declaration keyword; pad to keep positions."""
+def _chunks(text: str) -> list[tuple[int, str]]:
+    """Split at lines that start (in column 1) with a declaration keyword: (lines before it, its text).
+
+    Chunks are not padded with the lines before them (that made recovery quadratic in the file's length);
+    positions found in a chunk are shifted back by `_shifted`."""
     starts = [m.start() for m in _DECL_START.finditer(text)]
     if not starts or starts[0] != 0:
         starts = [0] + starts
-    chunks = []
-    for begin, end in zip(starts, starts[1:] + [len(text)]):
-        prefix = "\n" * text.count("\n", 0, begin)
-        # keep the column of the first line: pad with spaces after the last newline before `begin`
-        line_start = text.rfind("\n", 0, begin) + 1
-        chunks.append(prefix + " " * (begin - line_start) + text[begin:end])
-    return chunks
+    return [
+        (text.count("\n", 0, begin), text[begin:end]) for begin, end in zip(starts, starts[1:] + [len(text)])
+    ]
+
+
+def _shifted(diag: Diagnostic, lines: int) -> Diagnostic:
+    loc = diag.loc
+    moved = ir.Loc(
+        loc.path, loc.line + lines, loc.col, loc.end_line + lines if loc.end_line else 0, loc.end_col
+    )
+    return msgspec.structs.replace(diag, loc=moved)
 
 
 def _at_end(exc: UnexpectedInput) -> bool:
     return isinstance(exc, UnexpectedEOF) or getattr(getattr(exc, "token", None), "type", None) == "$END"
 
 
+@contextlib.contextmanager
+def _no_cyclic_gc():
+    """Parse trees hold no reference cycles, but building one triggers ever longer full collections
+    (parse time grew quadratically with the file); reference counting frees them all the same."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def parse(text: str, path: str) -> tuple[ir.RulesFile | None, list[Diagnostic]]:
     """Parse one .rules file. Returns the IR (None on syntax errors) and the syntax diagnostics."""
     parser = grammar_parser()
     try:
-        tree = parser.parse(text)
+        with _no_cyclic_gc():
+            tree = parser.parse(text)
     except UnexpectedInput as first:
         diags = [_syntax_diagnostic(first, path, text, parser)]
         seen = {(diags[0].loc.line, diags[0].loc.col)}
-        for chunk in _chunks(text):
+        for lines_before, chunk in _chunks(text):
             try:
                 parser.parse(chunk)
             except UnexpectedInput as exc:
                 if isinstance(exc, (UnexpectedEOF, UnexpectedToken)) and _at_end(exc):
                     # an unclosed declaration: the full parse already reported the token after it
                     continue
-                diag = _syntax_diagnostic(exc, path, chunk, parser)
+                diag = _shifted(_syntax_diagnostic(exc, path, chunk, parser), lines_before)
                 if (diag.loc.line, diag.loc.col) not in seen:
                     seen.add((diag.loc.line, diag.loc.col))
                     diags.append(diag)
         diags.sort(key=lambda d: (d.loc.line, d.loc.col))
         return None, diags
     try:
-        decls = _ToIR(path).transform(tree)
+        with _no_cyclic_gc():
+            decls = _ToIR(path).transform(tree)
     except VisitError as exc:  # pragma: no cover - a transformer bug, not bad input
         raise exc.orig_exc from exc
     return ir.RulesFile(path, decls), []
