@@ -1,0 +1,138 @@
+"""Rules-language speed on the CPU: `stampgen check` and `stampgen table`, whole process, and check time as
+the rules grow (synthetic files of 10 / 100 / 1000 stamps).
+
+Each synthetic stamp has its own config block and three fields built from flag / auto / base / follow
+chains over its own leaves, like the shipped LinearAttnBackends. Times are wall-clock medians of 5 runs of
+the console script (interpreter start-up included: that is what a user and `make codegen-check` wait
+for); the in-process split (parse vs check) says where the time goes.
+
+    .venv/bin/python benchmarks/language_bench.py [--runs 5] [--sizes 10 100 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from codegen.checks import check  # noqa: E402
+from codegen.parser import grammar_parser, parse  # noqa: E402
+
+STAMPGEN = Path(sys.executable).with_name("stampgen")
+SHIPPED = "rules/linear_attn.rules"
+
+
+def synthetic_rules(stamps: int) -> str:
+    """A valid, warning-free rules file with `stamps` stamps of 3 fields each."""
+    out = ["enum Backend { triton flashinfer cutedsl custom }", ""]
+    for i in range(stamps):
+        out += [
+            f"config s{i} {{",
+            "    base: Backend = triton",
+            "    decode: Backend?",
+            "    prefill: Backend?",
+            "    verify: Backend?",
+            "}",
+            "",
+            f"stamp Stamp{i} on runner.stamp{i} {{",
+            "    slot prefill_default: Backend",
+            f"    decode = flag s{i}.decode > base s{i}.base",
+            f"    prefill = flag s{i}.prefill > auto prefill_default > base s{i}.base",
+            f"    verify = flag s{i}.verify > follow decode when decode == flashinfer > triton",
+            "}",
+            "",
+        ]
+    return "\n".join(out)
+
+
+def median_wall(argv: list[str], runs: int, expect: int = 0) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        result = subprocess.run(argv, cwd=REPO, capture_output=True, text=True)
+        times.append(time.perf_counter() - start)
+        if result.returncode != expect:
+            raise SystemExit(f"{' '.join(argv)} exited {result.returncode}:\n{result.stderr[-2000:]}")
+    return statistics.median(times)
+
+
+def in_process_split(text: str, runs: int) -> tuple[float, float]:
+    """Median seconds to parse and to check `text` (grammar already loaded)."""
+    grammar_parser()
+    parse_times, check_times = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        rules, diags = parse(text, "synthetic.rules")
+        mid = time.perf_counter()
+        model, check_diags = check(rules)
+        end = time.perf_counter()
+        assert rules is not None and model is not None and not diags and not check_diags
+        parse_times.append(mid - start)
+        check_times.append(end - mid)
+    return statistics.median(parse_times), statistics.median(check_times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    args = ap.parse_args()
+    cmd = [str(STAMPGEN)] if STAMPGEN.exists() else [sys.executable, "-m", "codegen.cli"]
+
+    startup = median_wall([sys.executable, "-c", "import codegen.cli"], args.runs)
+    rows = [
+        ("`python -c 'import codegen.cli'` (start-up floor)", "-", startup),
+        (f"`stampgen check {SHIPPED}`", "-", median_wall([*cmd, "check", SHIPPED], args.runs)),
+        (
+            "`stampgen table LinearAttnBackends`",
+            "-",
+            median_wall([*cmd, "table", "LinearAttnBackends"], args.runs),
+        ),
+    ]
+    scaling = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            path = Path(tmp) / f"synthetic_{n}.rules"
+            text = synthetic_rules(n)
+            path.write_text(text, encoding="utf-8")
+            wall = median_wall([*cmd, "check", str(path)], args.runs)
+            parse_s, check_s = in_process_split(text, args.runs)
+            rows.append((f"`stampgen check` synthetic, {n} stamps", f"{len(text.splitlines())}", wall))
+            scaling.append((n, wall, parse_s, check_s))
+        # one syntax error near the top: error recovery re-parses every declaration on its own
+        n = max(args.sizes)
+        broken = Path(tmp) / f"synthetic_{n}_broken.rules"
+        broken.write_text(
+            synthetic_rules(n).replace("> base s0.base", "> > base s0.base", 1), encoding="utf-8"
+        )
+        wall = median_wall([*cmd, "check", str(broken)], args.runs, expect=1)
+        rows.append((f"`stampgen check` synthetic, {n} stamps, one syntax error (exit 1)", "-", wall))
+
+    print("| command | lines | wall time (median of %d) |" % args.runs)
+    print("|---|---:|---:|")
+    for name, lines, seconds in rows:
+        print(f"| {name} | {lines} | {seconds * 1000:.0f} ms |")
+    print()
+    print(
+        "| stamps | check, whole process | parse (in-process) | check (in-process) | per stamp (parse+check) |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    for n, wall, parse_s, check_s in scaling:
+        per = (parse_s + check_s) / n * 1e6
+        print(
+            f"| {n} | {wall * 1000:.0f} ms | {parse_s * 1000:.1f} ms | {check_s * 1000:.1f} ms | {per:.0f} µs |"
+        )
+    if scaling and scaling[-1][0] >= 1000:
+        verdict = "within" if scaling[-1][1] < 2.0 else "OVER"
+        print(f"\n{scaling[-1][0]} stamps checked in {scaling[-1][1]:.2f} s: {verdict} the 2 s target.")
+
+
+if __name__ == "__main__":
+    main()
