@@ -41,7 +41,8 @@ def render(diag: Diagnostic, source: str | None) -> str:
     head = f"{diag.loc}: {diag.severity}: {diag.message} [{diag.code}]"
     lines = [head]
     if source is not None:
-        src_lines = source.splitlines()
+        # lines as the parser counts them: \n only (splitlines() also splits at \f, \x1c, U+2028...)
+        src_lines = [line.removesuffix("\r") for line in source.split("\n")]
         if 1 <= diag.loc.line <= len(src_lines):
             text = src_lines[diag.loc.line - 1].expandtabs(1)
             width = 1

@@ -418,6 +418,14 @@ def _hint_for(token_text: str, expected: set[str], line: str, row: int, col: int
     return None
 
 
+def _source_lines(text: str) -> list[str]:
+    """Lines as Lark counts them (at \n only; str.splitlines also splits at \f, \x1c, U+2028, ...)."""
+    lines = text.split("\n")
+    if len(lines) > 1 and lines[-1] == "":
+        lines.pop()
+    return [line.removesuffix("\r") for line in lines]
+
+
 def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark) -> Diagnostic:
     if isinstance(exc, UnexpectedToken):
         token = exc.token
@@ -425,12 +433,12 @@ def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark)
         if token.type != "$END":
             where = _loc(path, token)
         else:
-            lines = text.splitlines() or [""]
+            lines = _source_lines(text)
             where = ir.Loc(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
         found = _token_text(token)
         expected = _expected(exc)
         message = f"unexpected {found}; expected {_describe_expected(expected, parser)}"
-        lines = text.splitlines()
+        lines = _source_lines(text)
         line = lines[where.line - 1] if 1 <= where.line <= len(lines) else ""
         hint = _hint_for(found, expected, line, where.line, where.col, _parse_stack(exc))
         return error("syntax", message, where, hint)
@@ -448,7 +456,7 @@ def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark)
             hint = "is a string missing its closing quote?"
         return error("syntax-char", f"unexpected character {char!r}", where, hint)
     if isinstance(exc, UnexpectedEOF):
-        lines = text.splitlines() or [""]
+        lines = _source_lines(text)
         where = ir.Loc(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
         return error("syntax", "unexpected end of the file", where, "is a `}` missing?")
     raise exc  # pragma: no cover - every UnexpectedInput is one of the above

@@ -84,7 +84,7 @@ def test_every_problem_points_into_the_file_with_its_source_line_and_a_caret(cas
     _, _, stderr = run_check(case, monkeypatch)
     lines = stderr.splitlines()
     try:
-        source = case.read_text(encoding="utf-8").splitlines()
+        source = case.read_text(encoding="utf-8").split("\n")  # lines end at \n only, as the parser counts
     except UnicodeDecodeError:
         source = None  # the `unreadable` case: no source line to show
     for i, line in enumerate(lines):
