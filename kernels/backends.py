@@ -1,0 +1,241 @@
+"""The linear-attention consumers: built once per runner, after the runner is stamped.
+
+``rules/linear_attn.rules`` names the guarded ones (``guard GDNAttnBackend, KDAAttnBackend,
+AscendGDNAttnBackend from "kernels.backends" reads LinearAttnBackends``). Each of those, in ``__init__``:
+
+1. reads the stamp only through the generated ``require_linear_attn_backends(runner)``: a runner without
+   a stamp raises (an ``AttributeError``) instead of getting a default — there is no silent Triton;
+2. applies its generated ``validate_*`` block: rule violations raise ``RuleViolationError`` naming the
+   rules line, fallbacks are applied and logged by the generated code;
+3. binds one kernel per phase, and refuses (``KernelUnavailableError``, at construction) a value that has
+   no kernel here — never a silent substitute.
+
+``LightningAttentionBackend`` takes its kernel from the model config, not from the stamp, so it does not
+read it; it applies its own validation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from generated.linear_attn import (
+    RULES_SOURCE,
+    LinearAttnBackends,
+    Platform,
+    require_linear_attn_backends,
+    validate_gdn_attn_backend,
+    validate_kda_attn_backend,
+    validate_lightning_attention_backend,
+)
+from kernels import gdn
+from kernels._validation import KernelUnavailableError
+
+__all__ = [
+    "PHASES",
+    "AscendGDNAttnBackend",
+    "GDNAttnBackend",
+    "KDAAttnBackend",
+    "KernelUnavailableError",
+    "LightningAttentionBackend",
+]
+
+PHASES = ("prefill", "decode", "verify")
+
+
+def _backend_name(value: Any) -> str:
+    """A stamp value (enum member or str) as the kernel registries spell it."""
+    return getattr(value, "value", value)
+
+
+def _stamp_names(stamp: LinearAttnBackends) -> Mapping[str, str]:
+    return MappingProxyType({phase: _backend_name(getattr(stamp, phase)) for phase in PHASES})
+
+
+class GDNAttnBackend:
+    """Gated DeltaNet layers of one runner: one kernel of ``kernels.gdn`` per phase, as the stamp says.
+
+    ``linear_attn_backends`` is the validated stamp (fallbacks applied); ``kernel_backends`` maps each phase
+    to the ``backend=`` its calls pass to ``kernels.gdn``.
+    """
+
+    op = "gdn"
+
+    def __init__(self, runner: Any) -> None:
+        stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
+        self.runner_name: str = getattr(runner, "name", type(runner).__name__)
+        self.linear_attn_backends: LinearAttnBackends = validate_gdn_attn_backend(
+            stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
+        )
+        self.kernel_backends: Mapping[str, str] = self._bind_kernels(runner, self.linear_attn_backends)
+
+    def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
+        chosen = _stamp_names(stamp)
+        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in gdn.KERNELS]
+        if missing:
+            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, gdn.KERNELS))
+        return chosen
+
+    def _no_kernel_message(
+        self, chosen: Mapping[str, str], missing: list[str], kernels: Mapping[tuple[str, str], str]
+    ) -> str:
+        lines = []
+        for phase in missing:
+            have = sorted(backend for (p, backend) in kernels if p == phase)
+            lines.append(
+                f"{phase}={chosen[phase]} has no GDN {phase} kernel in kernels.gdn "
+                f"(it has: {', '.join(have)}); pick one with --linear-attn-{phase}-backend "
+                "or --linear-attn-backend"
+            )
+        return (
+            f"{type(self).__name__} for runner {self.runner_name!r}: {RULES_SOURCE} allows the stamp "
+            f"LinearAttnBackends(decode={chosen['decode']}, prefill={chosen['prefill']}, "
+            f"verify={chosen['verify']}), but " + "; ".join(lines)
+        )
+
+    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
+        return gdn.prefill(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state_pool=state_pool,
+            state_indices=state_indices,
+            cu_seqlens=cu_seqlens,
+            scale=scale,
+            backend=self.kernel_backends["prefill"],
+        )
+
+    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
+        return gdn.decode(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state_pool=state_pool,
+            state_indices=state_indices,
+            scale=scale,
+            backend=self.kernel_backends["decode"],
+        )
+
+    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
+        return gdn.verify(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state_pool=state_pool,
+            state_indices=state_indices,
+            intermediate_states=intermediate_states,
+            scale=scale,
+            backend=self.kernel_backends["verify"],
+        )
+
+    def __repr__(self) -> str:
+        phases = ", ".join(f"{phase}={backend}" for phase, backend in self.kernel_backends.items())
+        return f"{type(self).__name__}({self.runner_name!r}, {phases})"
+
+
+# The NPU GDN kernels (sgl_kernel_npu ops, which the rules call "triton") are not part of this package.
+_NPU_GDN_BACKENDS = ("triton",)
+
+
+class AscendGDNAttnBackend(GDNAttnBackend):
+    """GDN layers of a runner on an Ascend NPU. Same guard and validation; NPU kernels only.
+
+    The NPU kernels are not built in this package: construction checks the stamp, every call raises
+    ``KernelUnavailableError``.
+    """
+
+    def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
+        platform = runner.runner_facts.platform
+        if platform != Platform.NPU:
+            raise KernelUnavailableError(
+                f"AscendGDNAttnBackend for runner {self.runner_name!r}: NPU kernels need an NPU runner, "
+                f"this one is on {_backend_name(platform)} (use GDNAttnBackend)"
+            )
+        chosen = _stamp_names(stamp)
+        missing = [phase for phase in PHASES if chosen[phase] not in _NPU_GDN_BACKENDS]
+        if missing:
+            kernels = {(phase, backend): "npu" for phase in PHASES for backend in _NPU_GDN_BACKENDS}
+            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, kernels))
+        return chosen
+
+    def _unavailable(self, phase: str):
+        raise KernelUnavailableError(
+            f"AscendGDNAttnBackend {phase}: the NPU GDN kernels (sgl_kernel_npu) are not part of this package"
+        )
+
+    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
+        self._unavailable("prefill")
+
+    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
+        self._unavailable("decode")
+
+    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
+        self._unavailable("verify")
+
+
+class KDAAttnBackend:
+    """Kimi Delta Attention layers (plain and safe-gate) of one runner.
+
+    Guard and validation apply now; its kernels land with the KDA work, so every phase refuses until then.
+    """
+
+    op = "kda"
+
+    def __init__(self, runner: Any) -> None:
+        stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
+        self.runner_name: str = getattr(runner, "name", type(runner).__name__)
+        self.linear_attn_backends: LinearAttnBackends = validate_kda_attn_backend(
+            stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
+        )
+        self.kernel_backends: Mapping[str, str] = _stamp_names(self.linear_attn_backends)
+
+    def _unavailable(self, phase: str):
+        raise KernelUnavailableError(
+            f"KDA kernels are not built yet (KDAAttnBackend {phase}={self.kernel_backends[phase]} "
+            f"for runner {self.runner_name!r})"
+        )
+
+    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
+        self._unavailable("prefill")
+
+    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
+        self._unavailable("decode")
+
+    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
+        self._unavailable("verify")
+
+
+class LightningAttentionBackend:
+    """Lightning (MiniMax / Bailing linear) attention of one runner.
+
+    Its kernel comes from the model config (``seg_la`` or ``minimax``), not from the linear-attention flags,
+    so it never reads the stamp; the rules only refuse draft trees. Its kernels are not built yet.
+    """
+
+    op = "lightning"
+
+    def __init__(self, runner: Any) -> None:
+        self.runner_name: str = getattr(runner, "name", type(runner).__name__)
+        validate_lightning_attention_backend(server=runner.process_config.server)
+
+    def _unavailable(self, phase: str):
+        raise KernelUnavailableError(
+            f"lightning attention kernels are not built yet (LightningAttentionBackend {phase} "
+            f"for runner {self.runner_name!r})"
+        )
+
+    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
+        self._unavailable("prefill")
+
+    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
+        self._unavailable("decode")
+
+    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
+        self._unavailable("verify")
