@@ -96,7 +96,7 @@ NASTY = [
 ]
 VOCAB = sorted(set(TOKENS)) + NASTY
 
-HEADER = re.compile(r"^(?P<path>.+?):\d+:\d+: (error|warning): ")
+HEADER = re.compile(r"^(?P<path>.+?):(?P<line>\d+):\d+: (error|warning): ")
 SUMMARY = re.compile(r"^\d+ error\(s\), \d+ warning\(s\) in 1 file\(s\)$")
 
 
@@ -126,6 +126,23 @@ def assert_checks_cleanly(path: Path, content: str | bytes) -> None:
         assert m["path"] == str(path)
     if reported:
         assert SUMMARY.match(reported[-1]), reported[-1]
+    source = _decoded(content)
+    for i, line in enumerate(lines[:-1]):
+        m = HEADER.match(line)
+        if m and source is not None and 1 <= int(m["line"]) <= len(source):
+            echoed = "  " + source[int(m["line"]) - 1].expandtabs(1)
+            assert lines[i + 1] == echoed, f"{line!r} shows the wrong source line"
+
+
+def _decoded(content: str | bytes) -> list[str] | None:
+    """The source lines as the checker reads them (universal newlines, then lines end at \\n only), or
+    None if the file is not UTF-8."""
+    try:
+        text = content if isinstance(content, str) else content.decode("utf-8")
+        text.encode("utf-8")
+    except UnicodeError:
+        return None
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
 
 
 # --------------------------------------------------------------------------------------------- mutations
