@@ -420,12 +420,15 @@ def _run_check(
 
 
 def run_validate(
-    model: Model, name: str, stamp: StampInfo, values: Mapping[str, Any], env: Mapping[str, Any]
+    model: Model, name: str, stamp: StampInfo | None, values: Mapping[str, Any], env: Mapping[str, Any]
 ) -> tuple[dict[str, Any], list[LaunchOutcome], list[RuleViolation]]:
-    """One validate block against a resolved stamp: fallbacks replace values (logged), checks may fail."""
+    """One validate block against a resolved stamp: fallbacks replace values (logged), checks may fail.
+
+    A block that reads no stamp takes `stamp=None` and empty `values`.
+    """
     info = next(v for v in model.validates if v.name == name)
     values = dict(values)
-    stamp_fields = {stamp.name: tuple(f.name for f in stamp.fields)}
+    stamp_fields = {stamp.name: tuple(f.name for f in stamp.fields)} if stamp is not None else {}
     log: list[LaunchOutcome] = []
     violations: list[RuleViolation] = []
     for stmt in info.decl.stmts:
