@@ -414,7 +414,7 @@ def test_gdn_flashinfer_verify_with_a_tree_draft_falls_back_to_triton():
 def test_helion_in_any_gdn_phase_is_a_violation():
     stamp = {"decode": "triton", "prefill": "triton", "verify": "helion"}
     _, _, violations = validate("GDNAttnBackend", stamp, GDN_HOPPER)
-    assert violations == ["helion has kernels for KDA only, not GDN"]
+    assert "helion has kernels for KDA only, not GDN" in violations
 
 
 def test_ptx_kda_prefill_needs_sm103_exactly():
@@ -457,7 +457,7 @@ def test_coerce_accepts_enum_members_by_value():
 def test_custom_kda_verify_kernels_are_refused():
     stamp = {"decode": "triton", "prefill": "triton", "verify": "custom"}
     _, _, violations = validate("KDAAttnBackend", stamp, KDA_BLACKWELL)
-    assert violations == ["custom KDA verify kernels are not implemented"]
+    assert "custom KDA verify kernels are not implemented" in violations
 
 
 def test_every_enum_has_members_and_every_open_enum_lists_its_fallback():
