@@ -90,7 +90,7 @@ def format_rules(text: str) -> str:
                 rendered.append(("", None, depth))
             continue
         first = str(toks[0])
-        if first == "}":
+        if first == "}" and block_kinds and block_kinds[-1] != "set":
             depth = max(depth - 1, 0)
         enum_block = bool(block_kinds) and block_kinds[-1] == "enum"
         starts = (
@@ -102,21 +102,26 @@ def format_rules(text: str) -> str:
         )
         indent = INDENT * depth + ("" if starts else INDENT)
         rendered.append((indent + _join(toks), line.comment, depth))
-        # track blocks opened or closed on this line (inline sets open and close on the same line)
-        opener = first
-        for tok in toks:
+        # track blocks opened or closed on this line; `in {...}` sets are not blocks
+        ends_block = False
+        prev = None
+        for k, tok in enumerate(toks):
             s = str(tok)
             if s == "{":
-                block_kinds.append(opener)
-                depth += 1
-            elif s == "}" and tok is not toks[0]:
-                if block_kinds:
-                    block_kinds.pop()
-                depth = max(depth - 1, 0)
-        if first == "}" and block_kinds:
-            block_kinds.pop()
-        last = str(toks[-1])
-        in_statement = last not in ("{", "}") and not enum_block
+                kind = "set" if prev == "in" else first
+                block_kinds.append(kind)
+                if kind != "set":
+                    depth += 1
+                ends_block = kind != "set"
+            elif s == "}" and block_kinds:
+                kind = block_kinds.pop()
+                if kind != "set" and k > 0:
+                    depth = max(depth - 1, 0)
+                ends_block = kind != "set"
+            else:
+                ends_block = False
+            prev = s
+        in_statement = not ends_block and not enum_block
     return _assemble(rendered)
 
 

@@ -550,7 +550,7 @@ class RunnerFacts(msgspec.Struct, frozen=True):
 
 
 class LinearAttnBackends(msgspec.Struct, frozen=True):
-    """stamp LinearAttnBackends (rules/linear_attn.rules:181:1): one frozen record per runner, on runner.linear_attn_backends.
+    """stamp LinearAttnBackends (rules/linear_attn.rules:183:1): one frozen record per runner, on runner.linear_attn_backends.
 
     Resolve it with resolve_linear_attn_backends(), stamp a runner with stamp_linear_attn_backends(), and read it back
     through the fail-closed guard require_linear_attn_backends().
@@ -572,7 +572,7 @@ class LinearAttnBackendsProvenance(msgspec.Struct, frozen=True):
 def gdn_flashinfer_prefill(
     mamba: Any, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnKernelBackend | None:
-    """auto gdn_flashinfer_prefill (rules/linear_attn.rules:156:1): a per-runner auto-default gate.
+    """auto gdn_flashinfer_prefill (rules/linear_attn.rules:158:1): a per-runner auto-default gate.
 
     Yields LinearAttnKernelBackend.FLASHINFER when every condition holds, else None. The value is handed to a
     resolver as a slot and never written to process config.
@@ -625,7 +625,7 @@ def gdn_flashinfer_prefill(
 def kda_flashinfer_prefill(
     mamba: Any, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnKernelBackend | None:
-    """auto kda_flashinfer_prefill (rules/linear_attn.rules:171:1): a per-runner auto-default gate.
+    """auto kda_flashinfer_prefill (rules/linear_attn.rules:173:1): a per-runner auto-default gate.
 
     Yields LinearAttnKernelBackend.FLASHINFER when every condition holds, else None. The value is handed to a
     resolver as a slot and never written to process config.
@@ -667,7 +667,7 @@ def kda_flashinfer_prefill(
 def resolve_linear_attn_backends(
     mamba: Any, *, prefill_default: LinearAttnKernelBackend | str | None = None
 ) -> LinearAttnBackends:
-    """Resolve a LinearAttnBackends (rules/linear_attn.rules:181:1) from process config and this runner's slots.
+    """Resolve a LinearAttnBackends (rules/linear_attn.rules:183:1) from process config and this runner's slots.
 
     Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
     nothing. Each field is the value of the first tier of its chain that yields one.
@@ -690,27 +690,27 @@ def resolve_linear_attn_backends(
 
     # decode = flag mamba.linear_attn_decode_backend > base mamba.linear_attn_backend
     decode: LinearAttnKernelBackend
-    if linear_attn_decode_backend is not None:  # flag, rules/linear_attn.rules:185:14
+    if linear_attn_decode_backend is not None:  # flag, rules/linear_attn.rules:187:14
         decode = linear_attn_decode_backend
-    else:  # base, rules/linear_attn.rules:185:54
+    else:  # base, rules/linear_attn.rules:187:54
         decode = linear_attn_backend
 
     # prefill = flag mamba.linear_attn_prefill_backend > auto prefill_default > base mamba.linear_attn_backend
     prefill: LinearAttnKernelBackend
-    if linear_attn_prefill_backend is not None:  # flag, rules/linear_attn.rules:186:15
+    if linear_attn_prefill_backend is not None:  # flag, rules/linear_attn.rules:188:15
         prefill = linear_attn_prefill_backend
-    elif prefill_default is not None:  # auto, rules/linear_attn.rules:186:56
+    elif prefill_default is not None:  # auto, rules/linear_attn.rules:188:56
         prefill = prefill_default
-    else:  # base, rules/linear_attn.rules:186:79
+    else:  # base, rules/linear_attn.rules:188:79
         prefill = linear_attn_backend
 
     # verify = flag mamba.linear_attn_verify_backend > follow decode when decode == flashinfer > triton
     verify: LinearAttnKernelBackend
-    if linear_attn_verify_backend is not None:  # flag, rules/linear_attn.rules:188:14
+    if linear_attn_verify_backend is not None:  # flag, rules/linear_attn.rules:190:14
         verify = linear_attn_verify_backend
-    elif decode is LinearAttnKernelBackend.FLASHINFER:  # follow, rules/linear_attn.rules:188:54
+    elif decode is LinearAttnKernelBackend.FLASHINFER:  # follow, rules/linear_attn.rules:190:54
         verify = decode
-    else:  # const, rules/linear_attn.rules:188:96
+    else:  # const, rules/linear_attn.rules:190:96
         verify = LinearAttnKernelBackend.TRITON
 
     return LinearAttnBackends(decode=decode, prefill=prefill, verify=verify)
@@ -739,38 +739,38 @@ def resolve_linear_attn_backends_with_provenance(
     # decode = flag mamba.linear_attn_decode_backend > base mamba.linear_attn_backend
     decode: LinearAttnKernelBackend
     decode_source: str
-    if linear_attn_decode_backend is not None:  # flag, rules/linear_attn.rules:185:14
+    if linear_attn_decode_backend is not None:  # flag, rules/linear_attn.rules:187:14
         decode = linear_attn_decode_backend
-        decode_source = "flag mamba.linear_attn_decode_backend (rules/linear_attn.rules:185:14)"
-    else:  # base, rules/linear_attn.rules:185:54
+        decode_source = "flag mamba.linear_attn_decode_backend (rules/linear_attn.rules:187:14)"
+    else:  # base, rules/linear_attn.rules:187:54
         decode = linear_attn_backend
-        decode_source = "base mamba.linear_attn_backend (rules/linear_attn.rules:185:54)"
+        decode_source = "base mamba.linear_attn_backend (rules/linear_attn.rules:187:54)"
 
     # prefill = flag mamba.linear_attn_prefill_backend > auto prefill_default > base mamba.linear_attn_backend
     prefill: LinearAttnKernelBackend
     prefill_source: str
-    if linear_attn_prefill_backend is not None:  # flag, rules/linear_attn.rules:186:15
+    if linear_attn_prefill_backend is not None:  # flag, rules/linear_attn.rules:188:15
         prefill = linear_attn_prefill_backend
-        prefill_source = "flag mamba.linear_attn_prefill_backend (rules/linear_attn.rules:186:15)"
-    elif prefill_default is not None:  # auto, rules/linear_attn.rules:186:56
+        prefill_source = "flag mamba.linear_attn_prefill_backend (rules/linear_attn.rules:188:15)"
+    elif prefill_default is not None:  # auto, rules/linear_attn.rules:188:56
         prefill = prefill_default
-        prefill_source = "auto prefill_default (rules/linear_attn.rules:186:56)"
-    else:  # base, rules/linear_attn.rules:186:79
+        prefill_source = "auto prefill_default (rules/linear_attn.rules:188:56)"
+    else:  # base, rules/linear_attn.rules:188:79
         prefill = linear_attn_backend
-        prefill_source = "base mamba.linear_attn_backend (rules/linear_attn.rules:186:79)"
+        prefill_source = "base mamba.linear_attn_backend (rules/linear_attn.rules:188:79)"
 
     # verify = flag mamba.linear_attn_verify_backend > follow decode when decode == flashinfer > triton
     verify: LinearAttnKernelBackend
     verify_source: str
-    if linear_attn_verify_backend is not None:  # flag, rules/linear_attn.rules:188:14
+    if linear_attn_verify_backend is not None:  # flag, rules/linear_attn.rules:190:14
         verify = linear_attn_verify_backend
-        verify_source = "flag mamba.linear_attn_verify_backend (rules/linear_attn.rules:188:14)"
-    elif decode is LinearAttnKernelBackend.FLASHINFER:  # follow, rules/linear_attn.rules:188:54
+        verify_source = "flag mamba.linear_attn_verify_backend (rules/linear_attn.rules:190:14)"
+    elif decode is LinearAttnKernelBackend.FLASHINFER:  # follow, rules/linear_attn.rules:190:54
         verify = decode
-        verify_source = "follow decode when decode == flashinfer (rules/linear_attn.rules:188:54)"
-    else:  # const, rules/linear_attn.rules:188:96
+        verify_source = "follow decode when decode == flashinfer (rules/linear_attn.rules:190:54)"
+    else:  # const, rules/linear_attn.rules:190:96
         verify = LinearAttnKernelBackend.TRITON
-        verify_source = "triton (rules/linear_attn.rules:188:96)"
+        verify_source = "triton (rules/linear_attn.rules:190:96)"
 
     return (
         LinearAttnBackends(decode=decode, prefill=prefill, verify=verify),
@@ -781,7 +781,7 @@ def resolve_linear_attn_backends_with_provenance(
 def stamp_linear_attn_backends(
     runner: Any, *, mamba: Any, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnBackends:
-    """Stamp runner.linear_attn_backends with this runner's LinearAttnBackends (rules/linear_attn.rules:181:1) and return it.
+    """Stamp runner.linear_attn_backends with this runner's LinearAttnBackends (rules/linear_attn.rules:183:1) and return it.
 
     Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
     by resolve_linear_attn_backends_with_provenance(), set on the runner, and logged with the deciding tier of every
@@ -792,7 +792,7 @@ def stamp_linear_attn_backends(
         logger.info(
             "%s [%s]",
             "defaulting GDN prefill to FlashInfer for this runner",
-            "auto gdn_flashinfer_prefill, rules/linear_attn.rules:156:1",
+            "auto gdn_flashinfer_prefill, rules/linear_attn.rules:158:1",
         )
     if prefill_default is None:
         prefill_default = kda_flashinfer_prefill(mamba, server, runner_facts)
@@ -800,7 +800,7 @@ def stamp_linear_attn_backends(
             logger.info(
                 "%s [%s]",
                 "defaulting safe-gate KDA prefill to FlashInfer for this runner",
-                "auto kda_flashinfer_prefill, rules/linear_attn.rules:171:1",
+                "auto kda_flashinfer_prefill, rules/linear_attn.rules:173:1",
             )
     stamp, provenance = resolve_linear_attn_backends_with_provenance(mamba, prefill_default=prefill_default)
     runner.linear_attn_backends = stamp
@@ -817,9 +817,9 @@ def stamp_linear_attn_backends(
 
 
 def require_linear_attn_backends(runner: Any) -> LinearAttnBackends:
-    """The fail-closed guard of LinearAttnBackends (rules/linear_attn.rules:181:1).
+    """The fail-closed guard of LinearAttnBackends (rules/linear_attn.rules:183:1).
 
-    Consumers that read the stamp through it: GDNAttnBackend, KDAAttnBackend, AscendGDNAttnBackend (rules/linear_attn.rules:241:1).
+    Consumers that read the stamp through it: GDNAttnBackend, KDAAttnBackend, AscendGDNAttnBackend (rules/linear_attn.rules:251:1).
     Returns runner.linear_attn_backends; raises UnstampedRunnerError (an AttributeError) when the runner has
     none, or holds something else under that name. There is no default stamp.
     """
@@ -828,7 +828,7 @@ def require_linear_attn_backends(runner: Any) -> LinearAttnBackends:
         return stamp
     found = "" if stamp is None else f" (it holds a {type(stamp).__name__}, not a LinearAttnBackends)"
     raise UnstampedRunnerError(
-        "this runner has no `linear_attn_backends`: it was never stamped with LinearAttnBackends (rules/linear_attn.rules:181:1). Call stamp_linear_attn_backends(runner, mamba=..., server=..., runner_facts=...) before building a consumer that reads it; consumers never guess a backend"
+        "this runner has no `linear_attn_backends`: it was never stamped with LinearAttnBackends (rules/linear_attn.rules:183:1). Call stamp_linear_attn_backends(runner, mamba=..., server=..., runner_facts=...) before building a consumer that reads it; consumers never guess a backend"
         + found,
         name="linear_attn_backends",
     )
@@ -905,41 +905,48 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
             "rules/linear_attn.rules:98:5",
             "normalize_linear_attn",
         )
-    # set mamba.linear_attn_decode_backend = triton (rules/linear_attn.rules:100:5)
+    # forbid mamba.linear_attn_verify_backend == flashkda (rules/linear_attn.rules:100:5)
+    if linear_attn_verify_backend is LinearAttnKernelBackend.FLASHKDA:
+        raise RuleViolationError(
+            "FlashKDA is prefill-only; set --linear-attn-verify-backend to triton, nv_cutedsl or flashinfer",
+            "rules/linear_attn.rules:100:5",
+            "normalize_linear_attn",
+        )
+    # set mamba.linear_attn_decode_backend = triton (rules/linear_attn.rules:102:5)
     if linear_attn_decode_backend is None and linear_attn_backend is LinearAttnKernelBackend.FLASHKDA:
         linear_attn_decode_backend = LinearAttnKernelBackend.TRITON
         changes.setdefault("mamba", {})["linear_attn_decode_backend"] = linear_attn_decode_backend
         logger.info(
             "%s [%s]",
             "--linear-attn-backend flashkda is prefill-only: decode uses triton",
-            "rules/linear_attn.rules:100:5",
+            "rules/linear_attn.rules:102:5",
         )
-    # set mamba.linear_attn_verify_backend = nv_cutedsl (rules/linear_attn.rules:105:5)
+    # set mamba.linear_attn_verify_backend = nv_cutedsl (rules/linear_attn.rules:107:5)
     if launch_facts.kimi_k3 and speculative_algorithm is not None and linear_attn_verify_backend is None:
         linear_attn_verify_backend = LinearAttnKernelBackend.NV_CUTEDSL
         changes.setdefault("mamba", {})["linear_attn_verify_backend"] = linear_attn_verify_backend
         logger.info(
             "%s [%s]",
             "Kimi-K3 speculative decoding: defaulting --linear-attn-verify-backend to nv_cutedsl",
-            "rules/linear_attn.rules:105:5",
+            "rules/linear_attn.rules:107:5",
         )
     # decode = flag mamba.linear_attn_decode_backend > base mamba.linear_attn_backend
     decode: LinearAttnKernelBackend
-    if linear_attn_decode_backend is not None:  # flag, rules/linear_attn.rules:109:14
+    if linear_attn_decode_backend is not None:  # flag, rules/linear_attn.rules:111:14
         decode = linear_attn_decode_backend
-    else:  # base, rules/linear_attn.rules:109:54
+    else:  # base, rules/linear_attn.rules:111:54
         decode = linear_attn_backend
 
     # verify = flag mamba.linear_attn_verify_backend > follow decode when decode == flashinfer > triton
     verify: LinearAttnKernelBackend
-    if linear_attn_verify_backend is not None:  # flag, rules/linear_attn.rules:110:14
+    if linear_attn_verify_backend is not None:  # flag, rules/linear_attn.rules:112:14
         verify = linear_attn_verify_backend
-    elif decode is LinearAttnKernelBackend.FLASHINFER:  # follow, rules/linear_attn.rules:110:54
+    elif decode is LinearAttnKernelBackend.FLASHINFER:  # follow, rules/linear_attn.rules:112:54
         verify = decode
-    else:  # const, rules/linear_attn.rules:110:96
+    else:  # const, rules/linear_attn.rules:112:96
         verify = LinearAttnKernelBackend.TRITON
 
-    # forbid decode == flashinfer and launch.sm >= 10 and mamba.ssm_dtype != bfloat16 (rules/linear_attn.rules:112:5)
+    # forbid decode == flashinfer and launch.sm >= 10 and mamba.ssm_dtype != bfloat16 (rules/linear_attn.rules:114:5)
     if (
         decode is LinearAttnKernelBackend.FLASHINFER
         and launch_facts.sm >= 10
@@ -947,10 +954,10 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
     ):
         raise RuleViolationError(
             "FlashInfer linear-attention decode on SM100+ needs --mamba-ssm-dtype bfloat16",
-            "rules/linear_attn.rules:112:5",
+            "rules/linear_attn.rules:114:5",
             "normalize_linear_attn",
         )
-    # forbid verify == flashinfer and launch.sm >= 10 and mamba.ssm_dtype != bfloat16 (rules/linear_attn.rules:114:5)
+    # forbid verify == flashinfer and launch.sm >= 10 and mamba.ssm_dtype != bfloat16 (rules/linear_attn.rules:116:5)
     if (
         verify is LinearAttnKernelBackend.FLASHINFER
         and launch_facts.sm >= 10
@@ -958,10 +965,10 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
     ):
         raise RuleViolationError(
             "FlashInfer linear-attention verify on SM100+ needs --mamba-ssm-dtype bfloat16",
-            "rules/linear_attn.rules:114:5",
+            "rules/linear_attn.rules:116:5",
             "normalize_linear_attn",
         )
-    # forbid mamba.linear_attn_prefill_backend == flashinfer and launch.sm >= 10 and launch.cuda < 13 (rules/linear_attn.rules:116:5)
+    # forbid mamba.linear_attn_prefill_backend == flashinfer and launch.sm >= 10 and launch.cuda < 13 (rules/linear_attn.rules:118:5)
     if (
         linear_attn_prefill_backend is LinearAttnKernelBackend.FLASHINFER
         and launch_facts.sm >= 10
@@ -969,10 +976,10 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
     ):
         raise RuleViolationError(
             "FlashInfer linear-attention prefill on SM100+ needs CUDA 13 or newer",
-            "rules/linear_attn.rules:116:5",
+            "rules/linear_attn.rules:118:5",
             "normalize_linear_attn",
         )
-    # forbid mamba.linear_attn_prefill_backend is unset and mamba.linear_attn_backend == flashinfer and launch.sm >= 10 and launch.cuda < 13 (rules/linear_attn.rules:118:5)
+    # forbid mamba.linear_attn_prefill_backend is unset and mamba.linear_attn_backend == flashinfer and launch.sm >= 10 and launch.cuda < 13 (rules/linear_attn.rules:120:5)
     if (
         linear_attn_prefill_backend is None
         and linear_attn_backend is LinearAttnKernelBackend.FLASHINFER
@@ -981,99 +988,99 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
     ):
         raise RuleViolationError(
             "FlashInfer linear-attention prefill on SM100+ needs CUDA 13 or newer (inherited from --linear-attn-backend)",
-            "rules/linear_attn.rules:118:5",
+            "rules/linear_attn.rules:120:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm or decode in {triton, helion} (rules/linear_attn.rules:123:5)
+    # require not mamba.enable_linear_replayssm or decode in {triton, helion} (rules/linear_attn.rules:125:5)
     if enable_linear_replayssm and decode not in (
         LinearAttnKernelBackend.TRITON,
         LinearAttnKernelBackend.HELION,
     ):
         raise RuleViolationError(
             "--enable-linear-replayssm needs a triton or helion decode backend",
-            "rules/linear_attn.rules:123:5",
-            "normalize_linear_attn",
-        )
-    # require not mamba.enable_linear_replayssm or server.radix_strategy == no_buffer (rules/linear_attn.rules:125:5)
-    if enable_linear_replayssm and radix_strategy is not RadixStrategy.NO_BUFFER:
-        raise RuleViolationError(
-            "--enable-linear-replayssm needs the no_buffer radix strategy",
             "rules/linear_attn.rules:125:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm or server.disaggregation == none (rules/linear_attn.rules:127:5)
-    if enable_linear_replayssm and disaggregation is not DisaggregationMode.NONE:
+    # require not mamba.enable_linear_replayssm or server.radix_strategy == no_buffer (rules/linear_attn.rules:127:5)
+    if enable_linear_replayssm and radix_strategy is not RadixStrategy.NO_BUFFER:
         raise RuleViolationError(
-            "--enable-linear-replayssm does not support prefill/decode disaggregation",
+            "--enable-linear-replayssm needs the no_buffer radix strategy",
             "rules/linear_attn.rules:127:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm or mamba.linear_replayssm_cache_len >= 1 (rules/linear_attn.rules:129:5)
-    if enable_linear_replayssm and not linear_replayssm_cache_len >= 1:
+    # require not mamba.enable_linear_replayssm or server.disaggregation == none (rules/linear_attn.rules:129:5)
+    if enable_linear_replayssm and disaggregation is not DisaggregationMode.NONE:
         raise RuleViolationError(
-            "--linear-replayssm-cache-len must be at least 1",
+            "--enable-linear-replayssm does not support prefill/decode disaggregation",
             "rules/linear_attn.rules:129:5",
             "normalize_linear_attn",
         )
-    # forbid mamba.enable_linear_replayssm and mamba.enable_linear_replayssm_spec (rules/linear_attn.rules:131:5)
-    if enable_linear_replayssm and enable_linear_replayssm_spec:
+    # require not mamba.enable_linear_replayssm or mamba.linear_replayssm_cache_len >= 1 (rules/linear_attn.rules:131:5)
+    if enable_linear_replayssm and not linear_replayssm_cache_len >= 1:
         raise RuleViolationError(
-            "--enable-linear-replayssm and --enable-linear-replayssm-spec are mutually exclusive",
+            "--linear-replayssm-cache-len must be at least 1",
             "rules/linear_attn.rules:131:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm_spec or server.speculative_topk is unset or server.speculative_topk == 1 (rules/linear_attn.rules:133:5)
-    if enable_linear_replayssm_spec and speculative_topk is not None and speculative_topk != 1:
+    # forbid mamba.enable_linear_replayssm and mamba.enable_linear_replayssm_spec (rules/linear_attn.rules:133:5)
+    if enable_linear_replayssm and enable_linear_replayssm_spec:
         raise RuleViolationError(
-            "--enable-linear-replayssm-spec supports a linear draft chain only (speculative topk 1)",
+            "--enable-linear-replayssm and --enable-linear-replayssm-spec are mutually exclusive",
             "rules/linear_attn.rules:133:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm_spec or decode in {triton, flashinfer} (rules/linear_attn.rules:135:5)
+    # require not mamba.enable_linear_replayssm_spec or server.speculative_topk is unset or server.speculative_topk == 1 (rules/linear_attn.rules:135:5)
+    if enable_linear_replayssm_spec and speculative_topk is not None and speculative_topk != 1:
+        raise RuleViolationError(
+            "--enable-linear-replayssm-spec supports a linear draft chain only (speculative topk 1)",
+            "rules/linear_attn.rules:135:5",
+            "normalize_linear_attn",
+        )
+    # require not mamba.enable_linear_replayssm_spec or decode in {triton, flashinfer} (rules/linear_attn.rules:137:5)
     if enable_linear_replayssm_spec and decode not in (
         LinearAttnKernelBackend.TRITON,
         LinearAttnKernelBackend.FLASHINFER,
     ):
         raise RuleViolationError(
             "--enable-linear-replayssm-spec needs a triton or flashinfer decode backend",
-            "rules/linear_attn.rules:135:5",
+            "rules/linear_attn.rules:137:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm_spec or server.speculative_algorithm in {dspark, dflash} (rules/linear_attn.rules:137:5)
+    # require not mamba.enable_linear_replayssm_spec or server.speculative_algorithm in {dspark, dflash} (rules/linear_attn.rules:139:5)
     if enable_linear_replayssm_spec and speculative_algorithm not in (
         SpeculativeAlgorithm.DSPARK,
         SpeculativeAlgorithm.DFLASH,
     ):
         raise RuleViolationError(
             "--enable-linear-replayssm-spec needs ragged verify (DSpark or DFlash)",
-            "rules/linear_attn.rules:137:5",
+            "rules/linear_attn.rules:139:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm_spec or verify in {triton, nv_cutedsl} (rules/linear_attn.rules:139:5)
+    # require not mamba.enable_linear_replayssm_spec or verify in {triton, nv_cutedsl} (rules/linear_attn.rules:141:5)
     if enable_linear_replayssm_spec and verify not in (
         LinearAttnKernelBackend.TRITON,
         LinearAttnKernelBackend.NV_CUTEDSL,
     ):
         raise RuleViolationError(
             "--enable-linear-replayssm-spec needs a triton or nv_cutedsl verify backend",
-            "rules/linear_attn.rules:139:5",
-            "normalize_linear_attn",
-        )
-    # forbid mamba.enable_linear_replayssm_spec and server.disaggregation == prefill (rules/linear_attn.rules:141:5)
-    if enable_linear_replayssm_spec and disaggregation is DisaggregationMode.PREFILL:
-        raise RuleViolationError(
-            "--enable-linear-replayssm-spec is refused on a prefill server of a disaggregated deployment",
             "rules/linear_attn.rules:141:5",
             "normalize_linear_attn",
         )
-    # set mamba.ssm_dtype = float32 (rules/linear_attn.rules:143:5)
+    # forbid mamba.enable_linear_replayssm_spec and server.disaggregation == prefill (rules/linear_attn.rules:143:5)
+    if enable_linear_replayssm_spec and disaggregation is DisaggregationMode.PREFILL:
+        raise RuleViolationError(
+            "--enable-linear-replayssm-spec is refused on a prefill server of a disaggregated deployment",
+            "rules/linear_attn.rules:143:5",
+            "normalize_linear_attn",
+        )
+    # set mamba.ssm_dtype = float32 (rules/linear_attn.rules:145:5)
     if enable_linear_replayssm_spec and ssm_dtype is None:
         ssm_dtype = StateDtype.FLOAT32
         changes.setdefault("mamba", {})["ssm_dtype"] = ssm_dtype
         logger.info(
             "%s [%s]",
             "ReplaySSM speculative decoding keeps a float32 recurrent state",
-            "rules/linear_attn.rules:143:5",
+            "rules/linear_attn.rules:145:5",
         )
     return changes
 
@@ -1081,7 +1088,7 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
 def validate_gdn_attn_backend(
     stamp: LinearAttnBackends, *, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnBackends:
-    """validate GDNAttnBackend (rules/linear_attn.rules:194:1): what GDNAttnBackend may do with LinearAttnBackends.
+    """validate GDNAttnBackend (rules/linear_attn.rules:196:1): what GDNAttnBackend may do with LinearAttnBackends.
 
     Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
@@ -1099,52 +1106,71 @@ def validate_gdn_attn_backend(
     speculative_topk: int | None = server.speculative_topk
     attention_backend: AttentionBackend | None = _as_attention_backend(server.attention_backend)
 
-    # forbid server.deterministic and LinearAttnBackends.prefill == flashinfer (rules/linear_attn.rules:195:5)
+    # forbid server.deterministic and LinearAttnBackends.prefill == flashinfer (rules/linear_attn.rules:197:5)
     if deterministic and stamp.prefill is LinearAttnKernelBackend.FLASHINFER:
         raise RuleViolationError(
             "FlashInfer GDN prefill is not deterministic; use --linear-attn-prefill-backend triton",
-            "rules/linear_attn.rules:195:5",
+            "rules/linear_attn.rules:197:5",
             "GDNAttnBackend",
         )
-    # forbid helion in LinearAttnBackends (rules/linear_attn.rules:197:5)
+    # forbid helion in LinearAttnBackends (rules/linear_attn.rules:199:5)
     if LinearAttnKernelBackend.HELION in (stamp.decode, stamp.prefill, stamp.verify):
         raise RuleViolationError(
-            "helion has kernels for KDA only, not GDN", "rules/linear_attn.rules:197:5", "GDNAttnBackend"
+            "helion has kernels for KDA only, not GDN", "rules/linear_attn.rules:199:5", "GDNAttnBackend"
         )
-    # forbid runner.platform != cuda and (cutedsl in LinearAttnBackends or flashinfer in LinearAttnBackends) (rules/linear_attn.rules:198:5)
+    # forbid flashkda in LinearAttnBackends or nvidia_kda in LinearAttnBackends or ptx_kda in LinearAttnBackends or nv_cutedsl in LinearAttnBackends (rules/linear_attn.rules:200:5)
+    if (
+        LinearAttnKernelBackend.FLASHKDA in (stamp.decode, stamp.prefill, stamp.verify)
+        or LinearAttnKernelBackend.NVIDIA_KDA in (stamp.decode, stamp.prefill, stamp.verify)
+        or LinearAttnKernelBackend.PTX_KDA in (stamp.decode, stamp.prefill, stamp.verify)
+        or LinearAttnKernelBackend.NV_CUTEDSL in (stamp.decode, stamp.prefill, stamp.verify)
+    ):
+        raise RuleViolationError(
+            "flashkda, nvidia_kda, ptx_kda and nv_cutedsl are KDA kernels; GDN runs triton, cutedsl or flashinfer",
+            "rules/linear_attn.rules:200:5",
+            "GDNAttnBackend",
+        )
+    # forbid custom in LinearAttnBackends (rules/linear_attn.rules:203:5)
+    if LinearAttnKernelBackend.CUSTOM in (stamp.decode, stamp.prefill, stamp.verify):
+        raise RuleViolationError(
+            "GDN has no plugin kernels; a plugin registers its own consumer class",
+            "rules/linear_attn.rules:203:5",
+            "GDNAttnBackend",
+        )
+    # forbid runner.platform != cuda and (cutedsl in LinearAttnBackends or flashinfer in LinearAttnBackends) (rules/linear_attn.rules:204:5)
     if runner_facts.platform is not Platform.CUDA and (
         LinearAttnKernelBackend.CUTEDSL in (stamp.decode, stamp.prefill, stamp.verify)
         or LinearAttnKernelBackend.FLASHINFER in (stamp.decode, stamp.prefill, stamp.verify)
     ):
         raise RuleViolationError(
             "cutedsl and flashinfer GDN kernels need a CUDA device",
-            "rules/linear_attn.rules:198:5",
+            "rules/linear_attn.rules:204:5",
             "GDNAttnBackend",
         )
-    # forbid runner.platform != xpu and intel_xpu in LinearAttnBackends (rules/linear_attn.rules:200:5)
+    # forbid runner.platform != xpu and intel_xpu in LinearAttnBackends (rules/linear_attn.rules:206:5)
     if runner_facts.platform is not Platform.XPU and LinearAttnKernelBackend.INTEL_XPU in (
         stamp.decode,
         stamp.prefill,
         stamp.verify,
     ):
         raise RuleViolationError(
-            "intel_xpu GDN kernels need an XPU device", "rules/linear_attn.rules:200:5", "GDNAttnBackend"
+            "intel_xpu GDN kernels need an XPU device", "rules/linear_attn.rules:206:5", "GDNAttnBackend"
         )
-    # forbid server.multi_item_scoring and LinearAttnBackends.prefill != triton (rules/linear_attn.rules:201:5)
+    # forbid server.multi_item_scoring and LinearAttnBackends.prefill != triton (rules/linear_attn.rules:207:5)
     if multi_item_scoring and stamp.prefill is not LinearAttnKernelBackend.TRITON:
         raise RuleViolationError(
             "multi-item scoring needs --linear-attn-prefill-backend triton",
-            "rules/linear_attn.rules:201:5",
+            "rules/linear_attn.rules:207:5",
             "GDNAttnBackend",
         )
-    # forbid server.multi_item_scoring and server.page_major_kv_layout (rules/linear_attn.rules:203:5)
+    # forbid server.multi_item_scoring and server.page_major_kv_layout (rules/linear_attn.rules:209:5)
     if multi_item_scoring and page_major_kv_layout:
         raise RuleViolationError(
             "multi-item scoring does not support the page-major KV layout",
-            "rules/linear_attn.rules:203:5",
+            "rules/linear_attn.rules:209:5",
             "GDNAttnBackend",
         )
-    # require not (runner.family == gdn and runner.sm >= 10) or server.attention_backend is unset or server.attention_backend in {triton, trtllm_mha, fa4, flashinfer} (rules/linear_attn.rules:205:5)
+    # require not (runner.family == gdn and runner.sm >= 10) or server.attention_backend is unset or server.attention_backend in {triton, trtllm_mha, fa4, flashinfer} (rules/linear_attn.rules:211:5)
     if (
         runner_facts.family is ModelFamily.GDN
         and runner_facts.sm >= 10
@@ -1159,23 +1185,23 @@ def validate_gdn_attn_backend(
     ):
         raise RuleViolationError(
             "hybrid GDN models on Blackwell need a triton, trtllm_mha, fa4 or flashinfer attention backend",
-            "rules/linear_attn.rules:205:5",
+            "rules/linear_attn.rules:211:5",
             "GDNAttnBackend",
         )
-    # require runner.platform != npu or server.attention_backend == ascend (rules/linear_attn.rules:208:5)
+    # require runner.platform != npu or server.attention_backend == ascend (rules/linear_attn.rules:214:5)
     if runner_facts.platform is Platform.NPU and attention_backend is not AttentionBackend.ASCEND:
         raise RuleViolationError(
             "hybrid GDN models on NPU need --attention-backend ascend",
-            "rules/linear_attn.rules:208:5",
+            "rules/linear_attn.rules:214:5",
             "GDNAttnBackend",
         )
-    # fallback LinearAttnBackends.prefill cutedsl -> triton (rules/linear_attn.rules:210:5)
+    # fallback LinearAttnBackends.prefill cutedsl -> triton (rules/linear_attn.rules:216:5)
     if stamp.prefill is LinearAttnKernelBackend.CUTEDSL and runner_facts.sm < 10:
         stamp = msgspec.structs.replace(stamp, prefill=LinearAttnKernelBackend.TRITON)
         logger.warning(
-            "%s [%s]", "cutedsl GDN prefill needs SM100; using triton", "rules/linear_attn.rules:210:5"
+            "%s [%s]", "cutedsl GDN prefill needs SM100; using triton", "rules/linear_attn.rules:216:5"
         )
-    # fallback LinearAttnBackends.verify flashinfer -> triton (rules/linear_attn.rules:213:5)
+    # fallback LinearAttnBackends.verify flashinfer -> triton (rules/linear_attn.rules:219:5)
     if (
         stamp.verify is LinearAttnKernelBackend.FLASHINFER
         and stamp.decode is not LinearAttnKernelBackend.FLASHINFER
@@ -1185,9 +1211,9 @@ def validate_gdn_attn_backend(
         logger.warning(
             "%s [%s]",
             "FlashInfer GDN verify needs FlashInfer decode or prefill; using triton",
-            "rules/linear_attn.rules:213:5",
+            "rules/linear_attn.rules:219:5",
         )
-    # fallback LinearAttnBackends.verify flashinfer -> triton (rules/linear_attn.rules:216:5)
+    # fallback LinearAttnBackends.verify flashinfer -> triton (rules/linear_attn.rules:222:5)
     if (
         stamp.verify is LinearAttnKernelBackend.FLASHINFER
         and speculative_topk is not None
@@ -1197,7 +1223,15 @@ def validate_gdn_attn_backend(
         logger.warning(
             "%s [%s]",
             "FlashInfer GDN verify handles a linear draft chain only; tree drafts verify with triton",
-            "rules/linear_attn.rules:216:5",
+            "rules/linear_attn.rules:222:5",
+        )
+    # fallback LinearAttnBackends.verify cutedsl -> triton (rules/linear_attn.rules:224:5)
+    if stamp.verify is LinearAttnKernelBackend.CUTEDSL and True:
+        stamp = msgspec.structs.replace(stamp, verify=LinearAttnKernelBackend.TRITON)
+        logger.warning(
+            "%s [%s]",
+            "GDN has no cutedsl verify kernel; verifying with triton",
+            "rules/linear_attn.rules:224:5",
         )
     return stamp
 
@@ -1205,7 +1239,7 @@ def validate_gdn_attn_backend(
 def validate_kda_attn_backend(
     stamp: LinearAttnBackends, *, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnBackends:
-    """validate KDAAttnBackend (rules/linear_attn.rules:220:1): what KDAAttnBackend may do with LinearAttnBackends.
+    """validate KDAAttnBackend (rules/linear_attn.rules:228:1): what KDAAttnBackend may do with LinearAttnBackends.
 
     Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
@@ -1213,7 +1247,7 @@ def validate_kda_attn_backend(
     """
     speculative_topk: int | None = server.speculative_topk
 
-    # forbid LinearAttnBackends.verify == flashinfer and server.speculative_topk >= 2 (rules/linear_attn.rules:221:5)
+    # forbid LinearAttnBackends.verify == flashinfer and server.speculative_topk >= 2 (rules/linear_attn.rules:229:5)
     if (
         stamp.verify is LinearAttnKernelBackend.FLASHINFER
         and speculative_topk is not None
@@ -1221,55 +1255,66 @@ def validate_kda_attn_backend(
     ):
         raise RuleViolationError(
             "KDA FlashInfer speculative decoding supports topk=1 only (EAGLE tree drafts need triton)",
-            "rules/linear_attn.rules:221:5",
+            "rules/linear_attn.rules:229:5",
             "KDAAttnBackend",
         )
-    # forbid LinearAttnBackends.verify == custom (rules/linear_attn.rules:223:5)
+    # forbid LinearAttnBackends.verify == custom (rules/linear_attn.rules:231:5)
     if stamp.verify is LinearAttnKernelBackend.CUSTOM:
         raise RuleViolationError(
-            "custom KDA verify kernels are not implemented", "rules/linear_attn.rules:223:5", "KDAAttnBackend"
+            "custom KDA verify kernels are not implemented", "rules/linear_attn.rules:231:5", "KDAAttnBackend"
         )
-    # fallback LinearAttnBackends.prefill cutedsl -> triton (rules/linear_attn.rules:224:5)
+    # require LinearAttnBackends.verify in {triton, nv_cutedsl, flashinfer} (rules/linear_attn.rules:232:5)
+    if stamp.verify not in (
+        LinearAttnKernelBackend.TRITON,
+        LinearAttnKernelBackend.NV_CUTEDSL,
+        LinearAttnKernelBackend.FLASHINFER,
+    ):
+        raise RuleViolationError(
+            "KDA verify supports triton, nv_cutedsl and flashinfer",
+            "rules/linear_attn.rules:232:5",
+            "KDAAttnBackend",
+        )
+    # fallback LinearAttnBackends.prefill cutedsl -> triton (rules/linear_attn.rules:234:5)
     if stamp.prefill is LinearAttnKernelBackend.CUTEDSL and runner_facts.sm != 10:
         stamp = msgspec.structs.replace(stamp, prefill=LinearAttnKernelBackend.TRITON)
         logger.warning(
-            "%s [%s]", "cutedsl KDA prefill needs SM100; using triton", "rules/linear_attn.rules:224:5"
+            "%s [%s]", "cutedsl KDA prefill needs SM100; using triton", "rules/linear_attn.rules:234:5"
         )
-    # fallback LinearAttnBackends.prefill nvidia_kda -> triton (rules/linear_attn.rules:226:5)
+    # fallback LinearAttnBackends.prefill nvidia_kda -> triton (rules/linear_attn.rules:236:5)
     if stamp.prefill is LinearAttnKernelBackend.NVIDIA_KDA and runner_facts.sm != 10:
         stamp = msgspec.structs.replace(stamp, prefill=LinearAttnKernelBackend.TRITON)
         logger.warning(
-            "%s [%s]", "nvidia_kda prefill needs SM100; using triton", "rules/linear_attn.rules:226:5"
+            "%s [%s]", "nvidia_kda prefill needs SM100; using triton", "rules/linear_attn.rules:236:5"
         )
-    # fallback LinearAttnBackends.prefill ptx_kda -> triton (rules/linear_attn.rules:228:5)
+    # fallback LinearAttnBackends.prefill ptx_kda -> triton (rules/linear_attn.rules:238:5)
     if stamp.prefill is LinearAttnKernelBackend.PTX_KDA and (
         runner_facts.sm != 10 or runner_facts.sm_minor != 3
     ):
         stamp = msgspec.structs.replace(stamp, prefill=LinearAttnKernelBackend.TRITON)
         logger.warning(
-            "%s [%s]", "ptx_kda prefill needs SM103 (GB300); using triton", "rules/linear_attn.rules:228:5"
+            "%s [%s]", "ptx_kda prefill needs SM103 (GB300); using triton", "rules/linear_attn.rules:238:5"
         )
-    # fallback LinearAttnBackends.prefill cutedsl -> triton (rules/linear_attn.rules:231:5)
+    # fallback LinearAttnBackends.prefill cutedsl -> triton (rules/linear_attn.rules:241:5)
     if stamp.prefill is LinearAttnKernelBackend.CUTEDSL and runner_facts.family is ModelFamily.KDA_SAFE_GATE:
         stamp = msgspec.structs.replace(stamp, prefill=LinearAttnKernelBackend.TRITON)
         logger.warning(
-            "%s [%s]", "cutedsl KDA prefill has no safe gate; using triton", "rules/linear_attn.rules:231:5"
+            "%s [%s]", "cutedsl KDA prefill has no safe gate; using triton", "rules/linear_attn.rules:241:5"
         )
     return stamp
 
 
 def validate_lightning_attention_backend(*, server: Any) -> None:
-    """validate LightningAttentionBackend (rules/linear_attn.rules:236:1): what LightningAttentionBackend may do with the process config.
+    """validate LightningAttentionBackend (rules/linear_attn.rules:246:1): what LightningAttentionBackend may do with the process config.
 
     Raises RuleViolationError, naming the rules line, at the first `forbid` or `require` that fails.
     """
     speculative_topk: int | None = server.speculative_topk
 
-    # forbid server.speculative_topk >= 2 (rules/linear_attn.rules:237:5)
+    # forbid server.speculative_topk >= 2 (rules/linear_attn.rules:247:5)
     if speculative_topk is not None and speculative_topk >= 2:
         raise RuleViolationError(
             "lightning attention verifies a draft chain only (speculative topk 1)",
-            "rules/linear_attn.rules:237:5",
+            "rules/linear_attn.rules:247:5",
             "LightningAttentionBackend",
         )
 
@@ -1283,7 +1328,7 @@ class ParityReport(msgspec.Struct, frozen=True):
 
 DRAFT_HOOKS_REGISTRY = "kernels.runtime.models:ARCHS"
 DRAFT_HOOKS_AT_LEAST = 11
-DRAFT_HOOKS_SOURCE = "rules/linear_attn.rules:248:1"
+DRAFT_HOOKS_SOURCE = "rules/linear_attn.rules:258:1"
 _DRAFT_HOOKS_DRAFT = re.compile("(NextN|MTP|DSpark|DFlash|Standalone)$")
 _DRAFT_HOOKS_TARGETS = ("", "ForCausalLM")
 _DRAFT_HOOKS_EXCLUDE = ("BailingMoeForCausalLMNextN",)
@@ -1291,7 +1336,7 @@ _DRAFT_HOOKS_HOOKS = ("shared_experts_fusion_disable_reason",)
 
 
 def check_draft_hooks(archs: Mapping[str, type]) -> ParityReport:
-    """parity draft_hooks (rules/linear_attn.rules:248:1): drafts answer exactly the hooks their targets answer.
+    """parity draft_hooks (rules/linear_attn.rules:258:1): drafts answer exactly the hooks their targets answer.
 
     For each name of `archs` (sorted) that the draft pattern finds (re.search) and that is not excluded,
     the target is the first of base + suffix present in `archs` and other than the draft itself, where

@@ -150,7 +150,7 @@ def _won(outcome: Any) -> str:
 
 
 def test_draft_hooks_parity_holds_over_the_registry() -> None:
-    """parity draft_hooks (rules/linear_attn.rules:248:1): every draft answers exactly the hooks its target answers."""
+    """parity draft_hooks (rules/linear_attn.rules:258:1): every draft answers exactly the hooks its target answers."""
     module_name, _, attribute = linear_attn.DRAFT_HOOKS_REGISTRY.partition(":")
     registry = pytest.importorskip(module_name, reason=f"the registry {module_name} cannot be imported here")
     report = linear_attn.check_draft_hooks(getattr(registry, attribute))
@@ -176,21 +176,21 @@ def test_draft_hooks_parity_holds_over_the_registry() -> None:
             "kernels.backends",
             "GDNAttnBackend",
             "linear_attn_backends",
-            "rules/linear_attn.rules:241:1",
+            "rules/linear_attn.rules:251:1",
             id="GDNAttnBackend",
         ),
         pytest.param(
             "kernels.backends",
             "KDAAttnBackend",
             "linear_attn_backends",
-            "rules/linear_attn.rules:241:1",
+            "rules/linear_attn.rules:251:1",
             id="KDAAttnBackend",
         ),
         pytest.param(
             "kernels.backends",
             "AscendGDNAttnBackend",
             "linear_attn_backends",
-            "rules/linear_attn.rules:241:1",
+            "rules/linear_attn.rules:251:1",
             id="AscendGDNAttnBackend",
         ),
     ],
@@ -221,12 +221,12 @@ prefill_default                    enum  - triton cutedsl nv_cutedsl flashinfer 
 
 
 def test_require_linear_attn_backends_fails_closed_on_an_unstamped_runner() -> None:
-    """The guard of LinearAttnBackends (rules/linear_attn.rules:181:1) names the attribute, the rules line and the fix."""
+    """The guard of LinearAttnBackends (rules/linear_attn.rules:183:1) names the attribute, the rules line and the fix."""
     for runner in (SimpleNamespace(), SimpleNamespace(linear_attn_backends="decode")):
         with pytest.raises(linear_attn.UnstampedRunnerError) as excinfo:
             linear_attn.require_linear_attn_backends(runner)
         message = str(excinfo.value)
-        assert "linear_attn_backends" in message and "rules/linear_attn.rules:181:1" in message, message
+        assert "linear_attn_backends" in message and "rules/linear_attn.rules:183:1" in message, message
         assert "stamp_linear_attn_backends(runner" in message, message
         assert isinstance(excinfo.value, AttributeError)
 
@@ -407,7 +407,7 @@ LINEAR_ATTN_BACKENDS_FIELDS = (
 def test_linear_attn_backends_decision_table(
     model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]
 ) -> None:
-    """One row of the decision table of stamp LinearAttnBackends (rules/linear_attn.rules:181:1).
+    """One row of the decision table of stamp LinearAttnBackends (rules/linear_attn.rules:183:1).
 
     The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
     mention for it, and one value they never mention (standing for all such values). The generated
@@ -558,7 +558,7 @@ runner.flashinfer_gdn_prefill      bool  false true
 
 
 def test_gdn_flashinfer_prefill_agrees_with_the_interpreter(model: Any) -> None:
-    """auto gdn_flashinfer_prefill (rules/linear_attn.rules:156:1) against the interpreter.
+    """auto gdn_flashinfer_prefill (rules/linear_attn.rules:158:1) against the interpreter.
 
     Inputs: all 92,160 rows of the abstract domain (the whole domain has 123,171,840): enum members the
     rules never mention behave identically, so one of them stands for all, and so does one int value
@@ -603,7 +603,7 @@ runner.sm                          int   0 8 9 10 12
 
 
 def test_kda_flashinfer_prefill_agrees_with_the_interpreter(model: Any) -> None:
-    """auto kda_flashinfer_prefill (rules/linear_attn.rules:171:1) against the interpreter.
+    """auto kda_flashinfer_prefill (rules/linear_attn.rules:173:1) against the interpreter.
 
     Inputs: every one of the 190,080 rows of the whole finite input domain.
     """
@@ -636,7 +636,7 @@ _LAUNCH_DOMAIN = _domain(
 mamba.linear_attn_backend           enum  triton nv_cutedsl flashinfer flashkda helion cutedsl
 mamba.linear_attn_decode_backend    enum  - triton nv_cutedsl flashinfer flashkda helion cutedsl
 mamba.linear_attn_prefill_backend   enum  - flashinfer cutedsl
-mamba.linear_attn_verify_backend    enum  - triton nv_cutedsl flashinfer cutedsl
+mamba.linear_attn_verify_backend    enum  - triton nv_cutedsl flashinfer flashkda cutedsl
 mamba.ssm_dtype                     enum  - float32 bfloat16 float16
 mamba.enable_linear_replayssm       bool  false true
 mamba.linear_replayssm_cache_len    int   0 1
@@ -703,9 +703,9 @@ def test_launch_blocks_agree_with_the_interpreter(model: Any, quiet: None) -> No
 
 _VALIDATE_GDN_ATTN_BACKEND_DOMAIN = _domain(
     """
-LinearAttnBackends.decode    enum  cutedsl flashinfer helion intel_xpu nv_cutedsl
-LinearAttnBackends.prefill   enum  triton cutedsl flashinfer helion intel_xpu nv_cutedsl
-LinearAttnBackends.verify    enum  triton cutedsl flashinfer helion intel_xpu nv_cutedsl
+LinearAttnBackends.decode    enum  cutedsl nv_cutedsl flashinfer flashkda nvidia_kda ptx_kda helion intel_xpu custom torch
+LinearAttnBackends.prefill   enum  triton cutedsl nv_cutedsl flashinfer flashkda nvidia_kda ptx_kda helion intel_xpu custom torch
+LinearAttnBackends.verify    enum  triton cutedsl nv_cutedsl flashinfer flashkda nvidia_kda ptx_kda helion intel_xpu custom torch
 server.deterministic         bool  false true
 server.page_major_kv_layout  bool  false true
 server.multi_item_scoring    bool  false true
@@ -719,7 +719,7 @@ runner.sm                    int   0 10
 
 
 def test_validate_gdn_attn_backend_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
-    """validate GDNAttnBackend (rules/linear_attn.rules:194:1) against the interpreter: fallbacks applied, or the first violation.
+    """validate GDNAttnBackend (rules/linear_attn.rules:196:1) against the interpreter: fallbacks applied, or the first violation.
 
     Inputs: 20,000 rows drawn with a fixed seed from the abstract domain (the whole domain has 40,888,320
     rows, too many to enumerate): enum members the rules never mention behave identically, so one of
@@ -758,9 +758,9 @@ def test_validate_gdn_attn_backend_agrees_with_the_interpreter(model: Any, quiet
 
 _VALIDATE_KDA_ATTN_BACKEND_DOMAIN = _domain(
     """
-LinearAttnBackends.decode   enum  nv_cutedsl
-LinearAttnBackends.prefill  enum  triton cutedsl nvidia_kda ptx_kda nv_cutedsl
-LinearAttnBackends.verify   enum  flashinfer custom nv_cutedsl
+LinearAttnBackends.decode   enum  flashkda
+LinearAttnBackends.prefill  enum  triton cutedsl nvidia_kda ptx_kda flashkda
+LinearAttnBackends.verify   enum  triton nv_cutedsl flashinfer custom flashkda
 server.speculative_topk     int   - 1 2
 runner.family               enum  kda_safe_gate gdn
 runner.sm                   int   0 10
@@ -770,9 +770,9 @@ runner.sm_minor             int   0 3
 
 
 def test_validate_kda_attn_backend_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
-    """validate KDAAttnBackend (rules/linear_attn.rules:220:1) against the interpreter: fallbacks applied, or the first violation.
+    """validate KDAAttnBackend (rules/linear_attn.rules:228:1) against the interpreter: fallbacks applied, or the first violation.
 
-    Inputs: all 360 rows of the abstract domain (the whole domain has 319,440): enum members the rules never
+    Inputs: all 600 rows of the abstract domain (the whole domain has 319,440): enum members the rules never
     mention behave identically, so one of them stands for all, and so does one int value per class
     of values that agree on every comparison the rules make.
     """
@@ -814,7 +814,7 @@ server.speculative_topk  int   - 1 2 4
 
 
 def test_validate_lightning_attention_backend_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
-    """validate LightningAttentionBackend (rules/linear_attn.rules:236:1) against the interpreter: fallbacks applied, or the first violation.
+    """validate LightningAttentionBackend (rules/linear_attn.rules:246:1) against the interpreter: fallbacks applied, or the first violation.
 
     Inputs: every one of the 4 rows of the whole finite input domain.
     """
