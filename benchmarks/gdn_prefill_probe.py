@@ -9,6 +9,11 @@ measured there (fla's Triton chunk path and FlashInfer on the same H200 kind). E
 divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWEEP`` (the V tile, warps
 and pipeline stages of the state pass; warps of the intra-chunk launch) and prints the best per case.
 The last lines printed are a summary table; ``--out`` writes the raw records as JSON lines.
+
+Measured on the H200 (2026-11-29, torch 2.11 + triton 3.6, config (BV, warps, stages, intra warps) =
+(64, 4, 2, 2); ms per call, Mtok/s, × fla): T=4096 0.517 ms 7.9 (0.49×); T=16384 2.06 ms 7.9 (0.47×);
+T=65536 8.16 ms 8.0 (0.48×); 16×2048 1.71 ms 19.2 (1.30×). The intra-chunk launch is 0.087 / 0.343 /
+1.34 / 0.662 ms of those. Output rel RMSE vs the fp32-input run: 3.4e-3 in every case.
 """
 
 from __future__ import annotations
@@ -38,9 +43,19 @@ FLA_MS = {"T=4096": 0.2531, "T=16384": 0.9670, "T=65536": 3.8833, "16x2048": 2.2
 FLASHINFER_MS = {"T=4096": 0.1470, "T=16384": 0.4249, "T=65536": 1.5393, "16x2048": 0.4256}
 CALLS = 5
 REPLAYS = 20
+# BV < 64 is left out: Triton 3.6 miscompiles it on sm_90 for K ≥ 64 (see ``chunk.launch_config``);
+# on 2026-11-29, BV=32 and BV=16 at K=128 and BV=32 at K=64 gave outputs off by 70-97 % rel RMSE (final
+# states right) and compute-sanitizer reported out-of-bounds shared-memory reads of 1024 bytes.
 SWEEP = [
-    chunk.LaunchConfig(bv, warps, stages, 4) for bv in (16, 32, 64) for warps in (4, 8) for stages in (2, 3)
-] + [chunk.LaunchConfig(128, 8, 2, 4), chunk.LaunchConfig(32, 4, 2, 2), chunk.LaunchConfig(32, 4, 2, 8)]
+    chunk.LaunchConfig(64, 4, 3, 4),
+    chunk.LaunchConfig(64, 4, 1, 4),
+    chunk.LaunchConfig(64, 4, 2, 2),
+    chunk.LaunchConfig(64, 4, 2, 8),
+    chunk.LaunchConfig(128, 4, 2, 4),
+    chunk.LaunchConfig(128, 8, 2, 4),
+]
+# A configuration counts only if its output is this close to the fp32-input run (IEEE dots).
+MAX_REL_VS_FP32 = 1e-2
 
 
 def make_case(seqlens: list[int], seed: int = 0) -> dict:
@@ -137,21 +152,23 @@ def main() -> None:
         T = sum(seqlens)
         inputs = make_case(seqlens)
         pool0 = inputs["state_pool"].clone()
-        # Reference output of the default configuration, to check every swept one against.
-        o_default = chunk.prefill(**inputs)
-        inputs["state_pool"].copy_(pool0)
-        runs = [time_config(inputs, None)]
-        if args.sweep:
-            for config in SWEEP:
-                try:
-                    inputs["state_pool"].copy_(pool0)
-                    o = with_config(config, lambda inputs=inputs: chunk.prefill(**inputs))
-                    inputs["state_pool"].copy_(pool0)
-                    run = time_config(inputs, config)
-                    run["rel_vs_default"] = rel_rmse(o, o_default)
-                    runs.append(run)
-                except Exception as err:  # a configuration that does not compile or fit
-                    runs.append(dict(config=config._asdict(), error=f"{type(err).__name__}: {err}"[:300]))
+        # Every configuration's output is checked against the fp32-input run (IEEE fp32 dots).
+        fp32 = {**inputs, **{n: inputs[n].float() for n in ("q", "k", "v")}, "state_pool": pool0.clone()}
+        o_fp32 = chunk.prefill(**fp32)
+        del fp32
+        runs = []
+        for config in [None] + (SWEEP if args.sweep else []):
+            try:
+                inputs["state_pool"].copy_(pool0)
+                o = with_config(config, lambda inputs=inputs: chunk.prefill(**inputs))
+                rel = rel_rmse(o, o_fp32)
+                inputs["state_pool"].copy_(pool0)
+                run = time_config(inputs, config)
+                run["rel_vs_fp32"] = rel
+                runs.append(run)
+            except Exception as err:  # a configuration that does not compile or fit
+                label = config._asdict() if config else "default"
+                runs.append(dict(config=label, error=f"{type(err).__name__}: {err}"[:300]))
         for run in runs:
             run.update(case=name, T=T)
             if "ms" in run:
@@ -168,16 +185,18 @@ def main() -> None:
     )
     for name in args.cases.split(","):
         T = sum(CASES[name])
-        ok = [r for r in records if r["case"] == name and "ms" in r and r.get("rel_vs_default", 0) < 1e-2]
-        default = ok[0]
-        best = min(ok, key=lambda r: r["ms"])
-        for label, r in (("default", default), ("best", best)):
+        timed = [r for r in records if r["case"] == name and "ms" in r]
+        ok = [r for r in timed if r["rel_vs_fp32"] <= MAX_REL_VS_FP32]
+        rows = [("default", timed[0])] if timed else []
+        if ok:
+            rows.append(("best", min(ok, key=lambda r: r["ms"])))
+        for label, r in rows:
             c = tuple(r["config"].values())
             fla = T / FLA_MS[name] / 1e3
             fi = T / FLASHINFER_MS[name] / 1e3
             print(
                 f"{name:9s} {label:7s} {c!s:28s} {r['ms']:8.4f} {r['intra_ms']:8.4f} {r['mtok_s']:8.1f} "
-                f"{fla:10.1f} {FLA_MS[name] / r['ms']:6.2f} {fi:9.1f}"
+                f"{fla:10.1f} {FLA_MS[name] / r['ms']:6.2f} {fi:9.1f}  rel {r['rel_vs_fp32']:.2e}"
             )
 
 

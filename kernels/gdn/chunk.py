@@ -25,6 +25,15 @@ writes Tβ, P (8 KiB); launch 2 reads q, k, v, Tβ, P (24 KiB; the V tiles and t
 qk-head share their reads through L2) and writes o (8 KiB) — about 48 KiB/token against a 24.8 KiB
 minimum (fla's pipeline: ~160 KiB/token).
 
+Measured on the H200 (``benchmarks/gdn_prefill_probe.py``): correct (bf16 output rel RMSE 3.4e-3 against
+fp32), but slow — 8 Mtok/s on one long sequence (fla: 16.9) and 19 Mtok/s on 16×2048 (fla: 14.7). The
+state pass takes ~6.5 µs per chunk step with only 64 programs per sequence (BV=64, see
+``launch_config``), and the intra launch ~20 ns/token. Known costs, in the order to attack them: w is
+recomputed by every V tile (2/3 of the state pass's FLOPs; store it from launch 1 instead); Tβ and P
+are loaded under an element-wise causal mask, which defeats vector loads (store the zero upper
+triangle in launch 1 and mask rows only); register pressure at BK=128 (w and S both fp32 in registers);
+the many small 16×16 tiles of launch 1.
+
 Chunks never straddle a ``cu_seqlens`` boundary. Launch 1 runs a fixed grid of ``T // 64 + N`` chunk
 programs (an upper bound on ``Σ ceil(len_n / 64)``); each finds its sequence by a prefix sum over the
 per-sequence chunk counts in registers, and the programs past the last chunk exit at once.
@@ -380,12 +389,14 @@ class LaunchConfig(NamedTuple):
 
 
 def launch_config(num_seqs: int, num_v_heads: int, v_dim: int) -> LaunchConfig:
-    """Narrow V tiles when few (sequence, head) pairs must fill the GPU, wide ones when many can."""
+    """The V tile is 64 on GPUs: Triton 3.6 on sm_90 miscompiles the state pass's output for BV ≤ 32
+    with K ≥ 64 (measured on the H200: wrong outputs, correct final states, and out-of-bounds shared
+    memory reads under compute-sanitizer; notes in ``benchmarks/gdn_prefill_probe.py``). A narrower
+    tile would put more programs on a single long sequence."""
     if _INTERPRET:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4)
-    pairs = num_seqs * num_v_heads
-    bv = 32 if pairs < 256 else 64
-    return LaunchConfig(max(16, min(bv, triton.next_power_of_2(v_dim))), 4, 2, 4)
+    # Intra-chunk launch on 2 warps: 1.7x faster than 4 at every probe case (H200, 2026-11-29).
+    return LaunchConfig(64, 4, 2, 2)
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: float) -> torch.Tensor:

@@ -47,6 +47,21 @@ def test_bf16_prefill_matches_the_fp32_reference_at_qwen3_next_shapes(seqlens):
     assert rel_rmse(bf16["state_pool"][used], fp32["state_pool"][used]) <= BF16_INPUT_ROUNDING_BOUND
 
 
+@pytest.mark.parametrize("K,V", [(64, 64), (128, 32), (32, 128), (128, 128)])
+def test_bf16_prefill_matches_the_reference_at_other_head_dims(K, V):
+    # Each (K, V) pair compiles its own tile shapes; sm_90 dot lowering differs with them.
+    fp32 = make_inputs("prefill", N=2, seqlens=[100, 37], H=1, HV=2, K=K, V=V, device="cuda", seed=K + V)
+    bf16, upcast = clone_inputs(fp32), clone_inputs(fp32)
+    for name in ("q", "k", "v"):
+        bf16[name] = fp32[name].to(torch.bfloat16)
+        upcast[name] = bf16[name].float()
+    o = gdn.prefill(**bf16, backend="triton")
+    o_ref = gdn.prefill(**upcast, backend="torch")
+    used = bf16["state_indices"].long()
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
+
+
 def test_padding_sequences_get_zero_output_and_keep_the_pool_at_qwen3_next_shapes():
     seqlens = [70, 200, 5, 64]
     bf16, upcast, _ = _bf16_and_reference_inputs(seqlens, seed=7, pad=2)
