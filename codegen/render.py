@@ -1396,14 +1396,21 @@ def validate_domain(model: Model, info: ValidateInfo) -> InputDomain:
 # --------------------------------------------------------------------------------------------- decision table
 
 
+# A stamp's table over its whole abstract domain, when it has at most this many rows; else one table per
+# field, over the inputs that field depends on (the others held at one value).
+TABLE_ROWS_LIMIT = 512
+
+
 @dataclass(frozen=True)
 class DecisionTable:
     """A stamp's decisions over its abstract domain: the review surface of a rules change."""
 
     stamp: str
+    name: str  # for the constants and the test: the stamp's snake_case name, plus the field for a per-field table
     columns: list[str]  # input columns, then field columns
     inputs: list[tuple[str, str]]  # (full input name, kind), in column order
     fields: list[tuple[str, str]]  # (field, kind)
+    fixed: list[tuple[str, Any]]  # inputs not in the table, held at one value (they cannot change it)
     rows: list[tuple[tuple[Any, ...], tuple[tuple[Any, str], ...]]]  # (input values, ((value, tier), ...))
 
     def text(self) -> str:
@@ -1424,23 +1431,69 @@ def short_names(names: Sequence[str]) -> list[str]:
     return [t if tails.count(t) == 1 else n for n, t in zip(names, tails)]
 
 
-def decision_table(model: Model, info: StampInfo) -> DecisionTable:
+def field_inputs(info: StampInfo, field_name: str) -> set[str]:
+    """The inputs (config leaves, slots) one field's value depends on, through the fields it reads."""
+    fields = {f.name for f in info.fields}
+    found: set[str] = set()
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        for tier in info.field(name).decl.tiers:
+            refs = [tier.ref.name] if tier.ref is not None else []
+            refs += [r.name for r in ir.expr_refs(tier.when)] if tier.when is not None else []
+            for ref in refs:
+                if ref in fields:
+                    visit(ref)
+                else:
+                    found.add(ref)
+
+    visit(field_name)
+    return found
+
+
+def decision_tables(model: Model, info: StampInfo) -> list[DecisionTable]:
+    """The stamp's decision table, or one per field when the whole table would be too long to review."""
     domain_ = stamp_domain(model, info, force_abstract=True)
-    names = [i.name for i in domain_.inputs]
+    snake = snake_case(info.name)
+    if domain_.rows <= TABLE_ROWS_LIMIT:
+        return [_table(model, info, snake, domain_.inputs, [f.name for f in info.fields], [])]
+    tables = []
+    for f in info.fields:
+        deps = field_inputs(info, f.name)
+        inputs = [i for i in domain_.inputs if i.name in deps]
+        fixed = [(i.name, i.values[0]) for i in domain_.inputs if i.name not in deps]
+        tables.append(_table(model, info, f"{snake}_{f.name}", inputs, [f.name], fixed))
+    return tables
+
+
+def _table(
+    model: Model,
+    info: StampInfo,
+    name: str,
+    inputs: Sequence[DomainInput],
+    fields: Sequence[str],
+    fixed: list[tuple[str, Any]],
+) -> DecisionTable:
+    names = [i.name for i in inputs]
     rows = []
-    for values in itertools.product(*(i.values for i in domain_.inputs)):
-        row = dict(zip(names, values))
+    for values in itertools.product(*(i.values for i in inputs)):
+        row = {**dict(fixed), **dict(zip(names, values))}
         env = interpreter.config_env(
             model, {n: v for n, v in row.items() if n in model.leaves and v is not None}
         )
         env.update({s.name: row[s.name] for s in info.slots})
         outcome = interpreter.resolve_stamp(model, info, env)
-        rows.append((values, tuple((outcome[f.name].value, outcome[f.name].tier) for f in info.fields)))
+        rows.append((values, tuple((outcome[f].value, outcome[f].tier) for f in fields)))
     return DecisionTable(
         info.name,
-        short_names(names) + [f.name for f in info.fields],
-        [(i.name, i.kind) for i in domain_.inputs],
-        [(f.name, kind_of(f.type)) for f in info.fields],
+        name,
+        short_names(names) + list(fields),
+        [(i.name, i.kind) for i in inputs],
+        [(f, kind_of(info.field(f).type)) for f in fields],
+        fixed,
         rows,
     )
 
@@ -1464,6 +1517,7 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["py"] = py_str
+    env.filters["pyrepr"] = repr
     env.globals["signature"] = signature
     return env
 
@@ -1481,7 +1535,7 @@ def render_module(view: ModuleView) -> str:
 class SuiteContext:
     package: str  # the package the module is imported from (`generated`)
     root_expr: str  # Python expression for the repository root, from the test file
-    tables: list[DecisionTable]
+    tables: dict[str, list[DecisionTable]]  # by stamp
     domains: dict[str, InputDomain]  # by the name of the generated function (`launch`: every launch block)
     fact_defaults: dict[str, str]  # facts namespace -> a Python dict literal of one value per fact
     launch_config: list[str]  # config namespaces the launch blocks read, in declaration order
@@ -1489,7 +1543,7 @@ class SuiteContext:
 
 
 def tests_context(model: Model, view: ModuleView, package: str, root_expr: str) -> SuiteContext:
-    tables = [decision_table(model, info) for info in model.stamps.values()]
+    tables = {info.name: decision_tables(model, info) for info in model.stamps.values()}
     domains: dict[str, InputDomain] = {}
     for info, s in zip(model.stamps.values(), view.stamps):
         domains[s.resolve] = stamp_domain(model, info)

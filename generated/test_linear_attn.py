@@ -219,6 +219,12 @@ prefill_default                    enum  - triton cutedsl nv_cutedsl flashinfer 
 """
 )
 
+_FIELDS_OF_LINEAR_ATTN_BACKENDS = (
+    "decode",
+    "prefill",
+    "verify",
+)
+
 
 def test_require_linear_attn_backends_fails_closed_on_an_unstamped_runner() -> None:
     """The guard of LinearAttnBackends (rules/linear_attn.rules:183:1) names the attribute, the rules line and the fix."""
@@ -398,6 +404,7 @@ LINEAR_ATTN_BACKENDS_FIELDS = (
     ("prefill", "enum"),
     ("verify", "enum"),
 )
+LINEAR_ATTN_BACKENDS_FIXED: dict[str, Any] = {}
 
 
 @pytest.mark.parametrize(
@@ -410,10 +417,13 @@ def test_linear_attn_backends_decision_table(
     """One row of the decision table of stamp LinearAttnBackends (rules/linear_attn.rules:183:1).
 
     The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
-    mention for it, and one value they never mention (standing for all such values). The generated
-    resolver, its provenance and the interpreter must all give the row's value and deciding tier.
+    mention for it, and one value they never mention (standing for all such values). The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
     """
-    row = dict(zip([name for name, _ in LINEAR_ATTN_BACKENDS_INPUTS], inputs))
+    row = {
+        **LINEAR_ATTN_BACKENDS_FIXED,
+        **dict(zip([name for name, _ in LINEAR_ATTN_BACKENDS_INPUTS], inputs)),
+    }
     stamp, provenance = linear_attn.resolve_linear_attn_backends_with_provenance(
         _namespace(row, "mamba"),
         prefill_default=row["prefill_default"],
@@ -451,16 +461,16 @@ def test_resolve_linear_attn_backends_agrees_with_the_interpreter(model: Any) ->
             }
         )
         outcome = resolve_stamp(model, info, env)
-        want = {field: outcome[field].value for field, _ in LINEAR_ATTN_BACKENDS_FIELDS}
-        want_provenance = {field: _won(outcome[field]) for field, _ in LINEAR_ATTN_BACKENDS_FIELDS}
+        want = {field: outcome[field].value for field in _FIELDS_OF_LINEAR_ATTN_BACKENDS}
+        want_provenance = {field: _won(outcome[field]) for field in _FIELDS_OF_LINEAR_ATTN_BACKENDS}
         args = (_namespace(row, "mamba"),)
         kwargs = {
             "prefill_default": row["prefill_default"],
         }
         stamp = linear_attn.resolve_linear_attn_backends(*args, **kwargs)
         twin, provenance = linear_attn.resolve_linear_attn_backends_with_provenance(*args, **kwargs)
-        got = {field: _plain(getattr(stamp, field)) for field, _ in LINEAR_ATTN_BACKENDS_FIELDS}
-        got_provenance = {field: getattr(provenance, field) for field, _ in LINEAR_ATTN_BACKENDS_FIELDS}
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_LINEAR_ATTN_BACKENDS}
+        got_provenance = {field: getattr(provenance, field) for field in _FIELDS_OF_LINEAR_ATTN_BACKENDS}
         if got != want or twin != stamp or got_provenance != want_provenance:
             mismatches.append(
                 f"{row}: generated {got} {got_provenance}, interpreter {want} {want_provenance}"
@@ -509,7 +519,7 @@ def test_stamp_linear_attn_backends_agrees_with_the_interpreter(model: Any, quie
         values, _ = slot_values(model, info, env, {})
         env.update(values)
         outcome = resolve_stamp(model, info, env)
-        want = {field: outcome[field].value for field, _ in LINEAR_ATTN_BACKENDS_FIELDS}
+        want = {field: outcome[field].value for field in _FIELDS_OF_LINEAR_ATTN_BACKENDS}
         runner = SimpleNamespace()
         mamba = _namespace(row, "mamba")
         server = _namespace(row, "server")
@@ -523,7 +533,7 @@ def test_stamp_linear_attn_backends_agrees_with_the_interpreter(model: Any, quie
             server=server,
             runner_facts=_facts(linear_attn.RunnerFacts, "runner", row),
         )
-        got = {field: _plain(getattr(stamp, field)) for field, _ in LINEAR_ATTN_BACKENDS_FIELDS}
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_LINEAR_ATTN_BACKENDS}
         after = [
             dict(vars(mamba)),
             dict(vars(server)),
