@@ -27,10 +27,15 @@ class UsageError(Exception):
     pass
 
 
+class _ArgError(Exception):
+    def __init__(self, usage: str, message: str):
+        super().__init__(message)
+        self.usage = usage
+
+
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse exits 2 with usage; keep that, without a traceback
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+    def error(self, message: str):  # reported by main() on the caller's stream, exit 2
+        raise _ArgError(self.format_usage(), f"{self.prog}: error: {message}")
 
 
 def _print_diagnostics(loaded: Loaded, err: TextIO) -> None:
@@ -38,11 +43,16 @@ def _print_diagnostics(loaded: Loaded, err: TextIO) -> None:
         print(render(diag, loaded.source), file=err)
 
 
-def _load_all(paths: list[str] | None, err: TextIO) -> list[Loaded]:
+def _discover(paths: list[str] | None) -> list[str]:
     files = discover(paths)
     if not files:
-        raise UsageError("no .rules files found (looked for rules/*.rules)")
-    return [load(p) for p in files]
+        where = ", ".join(paths) if paths else "rules/*.rules"
+        raise UsageError(f"no .rules files found (looked in {where})")
+    return files
+
+
+def _load_all(paths: list[str] | None, err: TextIO) -> list[Loaded]:
+    return [load(p) for p in _discover(paths)]
 
 
 # --------------------------------------------------------------------------------------------- commands
@@ -62,16 +72,12 @@ def cmd_check(args, out: TextIO, err: TextIO) -> int:
 def cmd_generate(args, out: TextIO, err: TextIO) -> int:
     from codegen.generate import run_generate
 
-    files = discover(args.paths)
-    if not files:
-        raise UsageError("no .rules files found (looked for rules/*.rules)")
+    files = _discover(args.paths)
     return run_generate(files, args.out, args.check, out=out, err=err)
 
 
 def cmd_fmt(args, out: TextIO, err: TextIO) -> int:
-    files = discover(args.paths)
-    if not files:
-        raise UsageError("no .rules files found (looked for rules/*.rules)")
+    files = _discover(args.paths)
     status = EXIT_OK
     for path in files:
         loaded = load(path)
@@ -122,11 +128,12 @@ class _Findings(Exception):
 def cmd_explain(args, out: TextIO, err: TextIO) -> int:
     model = _model_with_stamp(args, err)
     stamp = model.stamps[args.stamp]
+    notes: list[str] = []
     try:
-        given = explain_mod.parse_settings(model, stamp, args.set or [])
+        given = explain_mod.parse_settings(model, stamp, args.set or [], notes)
     except explain_mod.InputError as exc:
         raise UsageError(str(exc)) from None
-    ex = explain_mod.explain(model, args.stamp, given)
+    ex = explain_mod.explain(model, args.stamp, given, notes)
     if args.format == "json":
         out.write(json.dumps(explain_mod.to_json(ex), indent=2, sort_keys=False) + "\n")
     else:
@@ -242,7 +249,14 @@ def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO |
     out = out or sys.stdout
     err = err or sys.stderr
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except _ArgError as exc:
+        err.write(exc.usage)
+        print(exc, file=err)
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
     try:
         return args.run(args, out, err)
     except UsageError as exc:

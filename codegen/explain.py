@@ -14,15 +14,21 @@ from typing import Any
 import msgspec
 
 from codegen import interpreter as interp
-from codegen.model import Model, StampInfo, domain
+from codegen.model import EnumT, Model, StampInfo, domain
 
 
 class InputError(ValueError):
     """A bad --set: unknown name or value (usage error, exit 2)."""
 
 
-def parse_settings(model: Model, stamp: StampInfo, settings: list[str]) -> dict[str, Any]:
-    """`NAME=VALUE` strings → typed values; names are the rules' dotted names or the stamp's slots."""
+def parse_settings(
+    model: Model, stamp: StampInfo, settings: list[str], notes: list[str] | None = None
+) -> dict[str, Any]:
+    """`NAME=VALUE` strings → typed values; names are the rules' dotted names or the stamp's slots.
+
+    Notes on values an open enum mapped to its fallback member are appended to `notes`.
+    """
+    notes = notes if notes is not None else []
     types = {name: leaf.type for name, leaf in model.leaves.items()}
     types.update({slot.name: slot.type for slot in stamp.slots})
     given: dict[str, Any] = {}
@@ -48,12 +54,14 @@ def parse_settings(model: Model, stamp: StampInfo, settings: list[str]) -> dict[
             value = raw == "true"
         elif raw.lstrip("-").isdigit():
             value = int(raw)
+        if isinstance(t, EnumT) and not isinstance(value, str):
+            raise InputError(f"{name}: {raw!r} is not a member of {t.name} ({', '.join(t.members)})")
         try:
             given[name] = interp.coerce(t, value)
         except ValueError as exc:
             raise InputError(f"{name}: {exc}") from None
-        if given[name] != value and getattr(t, "open_member", None) == given[name]:
-            pass  # an open enum mapped an unknown name to its fallback: reported in the explanation
+        if isinstance(t, EnumT) and given[name] != value:
+            notes.append(f"{name}={raw}: not a member of {t.name}; the open enum maps it to {given[name]}")
     return given
 
 
@@ -68,9 +76,12 @@ class Explanation(msgspec.Struct):
     validations: dict[str, list[interp.LaunchOutcome]]
     violations: list[interp.RuleViolation]
     after_validation: dict[str, dict[str, Any]]
+    notes: list[str] = []
 
 
-def explain(model: Model, stamp_name: str, given: Mapping[str, Any]) -> Explanation:
+def explain(
+    model: Model, stamp_name: str, given: Mapping[str, Any], notes: list[str] | None = None
+) -> Explanation:
     stamp = model.stamps[stamp_name]
     slot_names = {s.name for s in stamp.slots}
     env = interp.config_env(model, {k: v for k, v in given.items() if k not in slot_names})
@@ -99,6 +110,7 @@ def explain(model: Model, stamp_name: str, given: Mapping[str, Any]) -> Explanat
         validations=validations,
         violations=violations,
         after_validation=after,
+        notes=list(notes or []),
     )
 
 
@@ -137,6 +149,7 @@ def to_json(ex: Explanation) -> dict[str, Any]:
             k: {f: _json_value(v) for f, v in vals.items()} for k, vals in ex.after_validation.items()
         },
         "violations": [msgspec.to_builtins(v) for v in ex.violations],
+        "notes": ex.notes,
     }
 
 
@@ -145,6 +158,7 @@ _MARK = {"won": "✓", "lost": "✗", "not reached": "·", "unknown": "?"}
 
 def to_text(ex: Explanation) -> str:
     out = [f"{ex.stamp}  (stamp at {ex.source}, on runner.{ex.attribute})", ""]
+    out += [f"note: {note}" for note in ex.notes] + ([""] if ex.notes else [])
     applied = [o for o in ex.launch if o.status in ("applied", "violated") and o.kind != "local"]
     if applied:
         out.append("Launch (process-wide, before any runner):")

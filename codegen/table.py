@@ -200,22 +200,20 @@ def diff_models(old: Model | None, new: Model | None) -> list[Change]:
     for name in names:
         a = old.stamps.get(name) if old else None
         b = new.stamps.get(name) if new else None
-        if a is None or b is None:
-            which = "added" if a is None else "removed"
-            stamp = b or a
-            for f in stamp.fields:
+        if a is None or b is None:  # a stamp added or removed: every field changes as a whole
+            present = b if a is None else a
+            for f in present.fields:
                 changes.append(
                     Change(
                         name,
                         {},
                         f.name,
-                        "(no stamp)" if a is None else f.name,
-                        "(no stamp)" if b is None else f.name,
+                        "(no stamp)" if a is None else "(as in the old table)",
+                        "(no stamp)" if b is None else "(as in the new table)",
                         None if a is None else str(a.decl.loc),
                         None if b is None else str(b.decl.loc),
                     )
                 )
-            del which
             continue
         changes += _diff_stamp(old, a, new, b)
     return changes
