@@ -411,6 +411,7 @@ class StampView:
     stamp_fn: str
     require: str
     fields: list[tuple[str, str]]  # (name, annotation)
+    field_coercions: list[FactField]  # enum fields: names given to the constructor become members
     field_locals: list[tuple[str, str]]  # (name, the resolver's local)
     provenance_locals: list[tuple[str, str]]  # (name, the local holding its deciding tier), declared order
     positional: list[Param]
@@ -828,6 +829,16 @@ class _ModuleBuilder:
             stamp_fn,
             require,
             [(f.name, type_ann(f.type)) for f in info.fields],
+            [
+                FactField(
+                    f.name,
+                    type_ann(f.type),
+                    str(f.decl.loc),
+                    self.coerce_expr(f.type, f"self.{f.name}", what=f"{info.name}.{f.name} ({f.decl.loc})"),
+                )
+                for f in info.fields
+                if isinstance(f.type, EnumT)
+            ],
             [(f.name, field_locals[f.name]) for f in info.fields],
             [
                 (

@@ -536,29 +536,42 @@ class RunnerFacts(msgspec.Struct, frozen=True):
     flashinfer_gdn_prefill: bool  # rules/linear_attn.rules:82:5
 
     def __post_init__(self) -> None:
-        msgspec.structs.force_setattr(
-            self, "family", _as_model_family(self.family, "runner.family (rules/linear_attn.rules:74:5)")
-        )
-        msgspec.structs.force_setattr(
-            self, "platform", _as_platform(self.platform, "runner.platform (rules/linear_attn.rules:75:5)")
-        )
-        msgspec.structs.force_setattr(
-            self,
-            "pool_dtype",
-            _as_state_dtype(self.pool_dtype, "runner.pool_dtype (rules/linear_attn.rules:79:5)"),
-        )
+        if self.family.__class__ is not ModelFamily:
+            msgspec.structs.force_setattr(
+                self, "family", _as_model_family(self.family, "runner.family (rules/linear_attn.rules:74:5)")
+            )
+        if self.platform.__class__ is not Platform:
+            msgspec.structs.force_setattr(
+                self,
+                "platform",
+                _as_platform(self.platform, "runner.platform (rules/linear_attn.rules:75:5)"),
+            )
+        if self.pool_dtype.__class__ is not StateDtype:
+            msgspec.structs.force_setattr(
+                self,
+                "pool_dtype",
+                _as_state_dtype(self.pool_dtype, "runner.pool_dtype (rules/linear_attn.rules:79:5)"),
+            )
 
 
 class LinearAttnBackends(msgspec.Struct, frozen=True):
     """stamp LinearAttnBackends (rules/linear_attn.rules:183:1): one frozen record per runner, on runner.linear_attn_backends.
 
-    Resolve it with resolve_linear_attn_backends(), stamp a runner with stamp_linear_attn_backends(), and read it back
-    through the fail-closed guard require_linear_attn_backends().
+    Resolve it with resolve_linear_attn_backends(), stamp a runner with stamp_linear_attn_backends(), and read it
+    back through the fail-closed guard require_linear_attn_backends(). Enum fields accept members or their names.
     """
 
     decode: LinearAttnKernelBackend
     prefill: LinearAttnKernelBackend
     verify: LinearAttnKernelBackend
+
+    def __post_init__(self) -> None:
+        if self.decode.__class__ is not LinearAttnKernelBackend:
+            msgspec.structs.force_setattr(self, "decode", _as_linear_attn_kernel_backend(self.decode))
+        if self.prefill.__class__ is not LinearAttnKernelBackend:
+            msgspec.structs.force_setattr(self, "prefill", _as_linear_attn_kernel_backend(self.prefill))
+        if self.verify.__class__ is not LinearAttnKernelBackend:
+            msgspec.structs.force_setattr(self, "verify", _as_linear_attn_kernel_backend(self.verify))
 
 
 class LinearAttnBackendsProvenance(msgspec.Struct, frozen=True):
