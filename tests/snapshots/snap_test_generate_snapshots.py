@@ -1,0 +1,3799 @@
+# -*- coding: utf-8 -*-
+# snapshottest: v1 - https://goo.gl/zC4yUc
+from __future__ import unicode_literals
+
+from snapshottest import Snapshot
+
+
+snapshots = Snapshot()
+
+snapshots['test_decision_table_of_the_shipped_stamp linear_attn_backends'] = '''linear_attn_backend  linear_attn_decode_backend  linear_attn_prefill_backend  linear_attn_verify_backend  prefill_default  |  decode             prefill            verify
+triton               -                           -                            -                           -                |  triton [base]      triton [base]      triton [const]
+triton               -                           -                            -                           cutedsl          |  triton [base]      cutedsl [auto]     triton [const]
+triton               -                           -                            triton                      -                |  triton [base]      triton [base]      triton [flag]
+triton               -                           -                            triton                      cutedsl          |  triton [base]      cutedsl [auto]     triton [flag]
+triton               -                           -                            cutedsl                     -                |  triton [base]      triton [base]      cutedsl [flag]
+triton               -                           -                            cutedsl                     cutedsl          |  triton [base]      cutedsl [auto]     cutedsl [flag]
+triton               -                           cutedsl                      -                           -                |  triton [base]      cutedsl [flag]     triton [const]
+triton               -                           cutedsl                      -                           cutedsl          |  triton [base]      cutedsl [flag]     triton [const]
+triton               -                           cutedsl                      triton                      -                |  triton [base]      cutedsl [flag]     triton [flag]
+triton               -                           cutedsl                      triton                      cutedsl          |  triton [base]      cutedsl [flag]     triton [flag]
+triton               -                           cutedsl                      cutedsl                     -                |  triton [base]      cutedsl [flag]     cutedsl [flag]
+triton               -                           cutedsl                      cutedsl                     cutedsl          |  triton [base]      cutedsl [flag]     cutedsl [flag]
+triton               triton                      -                            -                           -                |  triton [flag]      triton [base]      triton [const]
+triton               triton                      -                            -                           cutedsl          |  triton [flag]      cutedsl [auto]     triton [const]
+triton               triton                      -                            triton                      -                |  triton [flag]      triton [base]      triton [flag]
+triton               triton                      -                            triton                      cutedsl          |  triton [flag]      cutedsl [auto]     triton [flag]
+triton               triton                      -                            cutedsl                     -                |  triton [flag]      triton [base]      cutedsl [flag]
+triton               triton                      -                            cutedsl                     cutedsl          |  triton [flag]      cutedsl [auto]     cutedsl [flag]
+triton               triton                      cutedsl                      -                           -                |  triton [flag]      cutedsl [flag]     triton [const]
+triton               triton                      cutedsl                      -                           cutedsl          |  triton [flag]      cutedsl [flag]     triton [const]
+triton               triton                      cutedsl                      triton                      -                |  triton [flag]      cutedsl [flag]     triton [flag]
+triton               triton                      cutedsl                      triton                      cutedsl          |  triton [flag]      cutedsl [flag]     triton [flag]
+triton               triton                      cutedsl                      cutedsl                     -                |  triton [flag]      cutedsl [flag]     cutedsl [flag]
+triton               triton                      cutedsl                      cutedsl                     cutedsl          |  triton [flag]      cutedsl [flag]     cutedsl [flag]
+triton               flashinfer                  -                            -                           -                |  flashinfer [flag]  triton [base]      flashinfer [follow]
+triton               flashinfer                  -                            -                           cutedsl          |  flashinfer [flag]  cutedsl [auto]     flashinfer [follow]
+triton               flashinfer                  -                            triton                      -                |  flashinfer [flag]  triton [base]      triton [flag]
+triton               flashinfer                  -                            triton                      cutedsl          |  flashinfer [flag]  cutedsl [auto]     triton [flag]
+triton               flashinfer                  -                            cutedsl                     -                |  flashinfer [flag]  triton [base]      cutedsl [flag]
+triton               flashinfer                  -                            cutedsl                     cutedsl          |  flashinfer [flag]  cutedsl [auto]     cutedsl [flag]
+triton               flashinfer                  cutedsl                      -                           -                |  flashinfer [flag]  cutedsl [flag]     flashinfer [follow]
+triton               flashinfer                  cutedsl                      -                           cutedsl          |  flashinfer [flag]  cutedsl [flag]     flashinfer [follow]
+triton               flashinfer                  cutedsl                      triton                      -                |  flashinfer [flag]  cutedsl [flag]     triton [flag]
+triton               flashinfer                  cutedsl                      triton                      cutedsl          |  flashinfer [flag]  cutedsl [flag]     triton [flag]
+triton               flashinfer                  cutedsl                      cutedsl                     -                |  flashinfer [flag]  cutedsl [flag]     cutedsl [flag]
+triton               flashinfer                  cutedsl                      cutedsl                     cutedsl          |  flashinfer [flag]  cutedsl [flag]     cutedsl [flag]
+triton               cutedsl                     -                            -                           -                |  cutedsl [flag]     triton [base]      triton [const]
+triton               cutedsl                     -                            -                           cutedsl          |  cutedsl [flag]     cutedsl [auto]     triton [const]
+triton               cutedsl                     -                            triton                      -                |  cutedsl [flag]     triton [base]      triton [flag]
+triton               cutedsl                     -                            triton                      cutedsl          |  cutedsl [flag]     cutedsl [auto]     triton [flag]
+triton               cutedsl                     -                            cutedsl                     -                |  cutedsl [flag]     triton [base]      cutedsl [flag]
+triton               cutedsl                     -                            cutedsl                     cutedsl          |  cutedsl [flag]     cutedsl [auto]     cutedsl [flag]
+triton               cutedsl                     cutedsl                      -                           -                |  cutedsl [flag]     cutedsl [flag]     triton [const]
+triton               cutedsl                     cutedsl                      -                           cutedsl          |  cutedsl [flag]     cutedsl [flag]     triton [const]
+triton               cutedsl                     cutedsl                      triton                      -                |  cutedsl [flag]     cutedsl [flag]     triton [flag]
+triton               cutedsl                     cutedsl                      triton                      cutedsl          |  cutedsl [flag]     cutedsl [flag]     triton [flag]
+triton               cutedsl                     cutedsl                      cutedsl                     -                |  cutedsl [flag]     cutedsl [flag]     cutedsl [flag]
+triton               cutedsl                     cutedsl                      cutedsl                     cutedsl          |  cutedsl [flag]     cutedsl [flag]     cutedsl [flag]
+flashinfer           -                           -                            -                           -                |  flashinfer [base]  flashinfer [base]  flashinfer [follow]
+flashinfer           -                           -                            -                           cutedsl          |  flashinfer [base]  cutedsl [auto]     flashinfer [follow]
+flashinfer           -                           -                            triton                      -                |  flashinfer [base]  flashinfer [base]  triton [flag]
+flashinfer           -                           -                            triton                      cutedsl          |  flashinfer [base]  cutedsl [auto]     triton [flag]
+flashinfer           -                           -                            cutedsl                     -                |  flashinfer [base]  flashinfer [base]  cutedsl [flag]
+flashinfer           -                           -                            cutedsl                     cutedsl          |  flashinfer [base]  cutedsl [auto]     cutedsl [flag]
+flashinfer           -                           cutedsl                      -                           -                |  flashinfer [base]  cutedsl [flag]     flashinfer [follow]
+flashinfer           -                           cutedsl                      -                           cutedsl          |  flashinfer [base]  cutedsl [flag]     flashinfer [follow]
+flashinfer           -                           cutedsl                      triton                      -                |  flashinfer [base]  cutedsl [flag]     triton [flag]
+flashinfer           -                           cutedsl                      triton                      cutedsl          |  flashinfer [base]  cutedsl [flag]     triton [flag]
+flashinfer           -                           cutedsl                      cutedsl                     -                |  flashinfer [base]  cutedsl [flag]     cutedsl [flag]
+flashinfer           -                           cutedsl                      cutedsl                     cutedsl          |  flashinfer [base]  cutedsl [flag]     cutedsl [flag]
+flashinfer           triton                      -                            -                           -                |  triton [flag]      flashinfer [base]  triton [const]
+flashinfer           triton                      -                            -                           cutedsl          |  triton [flag]      cutedsl [auto]     triton [const]
+flashinfer           triton                      -                            triton                      -                |  triton [flag]      flashinfer [base]  triton [flag]
+flashinfer           triton                      -                            triton                      cutedsl          |  triton [flag]      cutedsl [auto]     triton [flag]
+flashinfer           triton                      -                            cutedsl                     -                |  triton [flag]      flashinfer [base]  cutedsl [flag]
+flashinfer           triton                      -                            cutedsl                     cutedsl          |  triton [flag]      cutedsl [auto]     cutedsl [flag]
+flashinfer           triton                      cutedsl                      -                           -                |  triton [flag]      cutedsl [flag]     triton [const]
+flashinfer           triton                      cutedsl                      -                           cutedsl          |  triton [flag]      cutedsl [flag]     triton [const]
+flashinfer           triton                      cutedsl                      triton                      -                |  triton [flag]      cutedsl [flag]     triton [flag]
+flashinfer           triton                      cutedsl                      triton                      cutedsl          |  triton [flag]      cutedsl [flag]     triton [flag]
+flashinfer           triton                      cutedsl                      cutedsl                     -                |  triton [flag]      cutedsl [flag]     cutedsl [flag]
+flashinfer           triton                      cutedsl                      cutedsl                     cutedsl          |  triton [flag]      cutedsl [flag]     cutedsl [flag]
+flashinfer           flashinfer                  -                            -                           -                |  flashinfer [flag]  flashinfer [base]  flashinfer [follow]
+flashinfer           flashinfer                  -                            -                           cutedsl          |  flashinfer [flag]  cutedsl [auto]     flashinfer [follow]
+flashinfer           flashinfer                  -                            triton                      -                |  flashinfer [flag]  flashinfer [base]  triton [flag]
+flashinfer           flashinfer                  -                            triton                      cutedsl          |  flashinfer [flag]  cutedsl [auto]     triton [flag]
+flashinfer           flashinfer                  -                            cutedsl                     -                |  flashinfer [flag]  flashinfer [base]  cutedsl [flag]
+flashinfer           flashinfer                  -                            cutedsl                     cutedsl          |  flashinfer [flag]  cutedsl [auto]     cutedsl [flag]
+flashinfer           flashinfer                  cutedsl                      -                           -                |  flashinfer [flag]  cutedsl [flag]     flashinfer [follow]
+flashinfer           flashinfer                  cutedsl                      -                           cutedsl          |  flashinfer [flag]  cutedsl [flag]     flashinfer [follow]
+flashinfer           flashinfer                  cutedsl                      triton                      -                |  flashinfer [flag]  cutedsl [flag]     triton [flag]
+flashinfer           flashinfer                  cutedsl                      triton                      cutedsl          |  flashinfer [flag]  cutedsl [flag]     triton [flag]
+flashinfer           flashinfer                  cutedsl                      cutedsl                     -                |  flashinfer [flag]  cutedsl [flag]     cutedsl [flag]
+flashinfer           flashinfer                  cutedsl                      cutedsl                     cutedsl          |  flashinfer [flag]  cutedsl [flag]     cutedsl [flag]
+flashinfer           cutedsl                     -                            -                           -                |  cutedsl [flag]     flashinfer [base]  triton [const]
+flashinfer           cutedsl                     -                            -                           cutedsl          |  cutedsl [flag]     cutedsl [auto]     triton [const]
+flashinfer           cutedsl                     -                            triton                      -                |  cutedsl [flag]     flashinfer [base]  triton [flag]
+flashinfer           cutedsl                     -                            triton                      cutedsl          |  cutedsl [flag]     cutedsl [auto]     triton [flag]
+flashinfer           cutedsl                     -                            cutedsl                     -                |  cutedsl [flag]     flashinfer [base]  cutedsl [flag]
+flashinfer           cutedsl                     -                            cutedsl                     cutedsl          |  cutedsl [flag]     cutedsl [auto]     cutedsl [flag]
+flashinfer           cutedsl                     cutedsl                      -                           -                |  cutedsl [flag]     cutedsl [flag]     triton [const]
+flashinfer           cutedsl                     cutedsl                      -                           cutedsl          |  cutedsl [flag]     cutedsl [flag]     triton [const]
+flashinfer           cutedsl                     cutedsl                      triton                      -                |  cutedsl [flag]     cutedsl [flag]     triton [flag]
+flashinfer           cutedsl                     cutedsl                      triton                      cutedsl          |  cutedsl [flag]     cutedsl [flag]     triton [flag]
+flashinfer           cutedsl                     cutedsl                      cutedsl                     -                |  cutedsl [flag]     cutedsl [flag]     cutedsl [flag]
+flashinfer           cutedsl                     cutedsl                      cutedsl                     cutedsl          |  cutedsl [flag]     cutedsl [flag]     cutedsl [flag]
+cutedsl              -                           -                            -                           -                |  cutedsl [base]     cutedsl [base]     triton [const]
+cutedsl              -                           -                            -                           cutedsl          |  cutedsl [base]     cutedsl [auto]     triton [const]
+cutedsl              -                           -                            triton                      -                |  cutedsl [base]     cutedsl [base]     triton [flag]
+cutedsl              -                           -                            triton                      cutedsl          |  cutedsl [base]     cutedsl [auto]     triton [flag]
+cutedsl              -                           -                            cutedsl                     -                |  cutedsl [base]     cutedsl [base]     cutedsl [flag]
+cutedsl              -                           -                            cutedsl                     cutedsl          |  cutedsl [base]     cutedsl [auto]     cutedsl [flag]
+cutedsl              -                           cutedsl                      -                           -                |  cutedsl [base]     cutedsl [flag]     triton [const]
+cutedsl              -                           cutedsl                      -                           cutedsl          |  cutedsl [base]     cutedsl [flag]     triton [const]
+cutedsl              -                           cutedsl                      triton                      -                |  cutedsl [base]     cutedsl [flag]     triton [flag]
+cutedsl              -                           cutedsl                      triton                      cutedsl          |  cutedsl [base]     cutedsl [flag]     triton [flag]
+cutedsl              -                           cutedsl                      cutedsl                     -                |  cutedsl [base]     cutedsl [flag]     cutedsl [flag]
+cutedsl              -                           cutedsl                      cutedsl                     cutedsl          |  cutedsl [base]     cutedsl [flag]     cutedsl [flag]
+cutedsl              triton                      -                            -                           -                |  triton [flag]      cutedsl [base]     triton [const]
+cutedsl              triton                      -                            -                           cutedsl          |  triton [flag]      cutedsl [auto]     triton [const]
+cutedsl              triton                      -                            triton                      -                |  triton [flag]      cutedsl [base]     triton [flag]
+cutedsl              triton                      -                            triton                      cutedsl          |  triton [flag]      cutedsl [auto]     triton [flag]
+cutedsl              triton                      -                            cutedsl                     -                |  triton [flag]      cutedsl [base]     cutedsl [flag]
+cutedsl              triton                      -                            cutedsl                     cutedsl          |  triton [flag]      cutedsl [auto]     cutedsl [flag]
+cutedsl              triton                      cutedsl                      -                           -                |  triton [flag]      cutedsl [flag]     triton [const]
+cutedsl              triton                      cutedsl                      -                           cutedsl          |  triton [flag]      cutedsl [flag]     triton [const]
+cutedsl              triton                      cutedsl                      triton                      -                |  triton [flag]      cutedsl [flag]     triton [flag]
+cutedsl              triton                      cutedsl                      triton                      cutedsl          |  triton [flag]      cutedsl [flag]     triton [flag]
+cutedsl              triton                      cutedsl                      cutedsl                     -                |  triton [flag]      cutedsl [flag]     cutedsl [flag]
+cutedsl              triton                      cutedsl                      cutedsl                     cutedsl          |  triton [flag]      cutedsl [flag]     cutedsl [flag]
+cutedsl              flashinfer                  -                            -                           -                |  flashinfer [flag]  cutedsl [base]     flashinfer [follow]
+cutedsl              flashinfer                  -                            -                           cutedsl          |  flashinfer [flag]  cutedsl [auto]     flashinfer [follow]
+cutedsl              flashinfer                  -                            triton                      -                |  flashinfer [flag]  cutedsl [base]     triton [flag]
+cutedsl              flashinfer                  -                            triton                      cutedsl          |  flashinfer [flag]  cutedsl [auto]     triton [flag]
+cutedsl              flashinfer                  -                            cutedsl                     -                |  flashinfer [flag]  cutedsl [base]     cutedsl [flag]
+cutedsl              flashinfer                  -                            cutedsl                     cutedsl          |  flashinfer [flag]  cutedsl [auto]     cutedsl [flag]
+cutedsl              flashinfer                  cutedsl                      -                           -                |  flashinfer [flag]  cutedsl [flag]     flashinfer [follow]
+cutedsl              flashinfer                  cutedsl                      -                           cutedsl          |  flashinfer [flag]  cutedsl [flag]     flashinfer [follow]
+cutedsl              flashinfer                  cutedsl                      triton                      -                |  flashinfer [flag]  cutedsl [flag]     triton [flag]
+cutedsl              flashinfer                  cutedsl                      triton                      cutedsl          |  flashinfer [flag]  cutedsl [flag]     triton [flag]
+cutedsl              flashinfer                  cutedsl                      cutedsl                     -                |  flashinfer [flag]  cutedsl [flag]     cutedsl [flag]
+cutedsl              flashinfer                  cutedsl                      cutedsl                     cutedsl          |  flashinfer [flag]  cutedsl [flag]     cutedsl [flag]
+cutedsl              cutedsl                     -                            -                           -                |  cutedsl [flag]     cutedsl [base]     triton [const]
+cutedsl              cutedsl                     -                            -                           cutedsl          |  cutedsl [flag]     cutedsl [auto]     triton [const]
+cutedsl              cutedsl                     -                            triton                      -                |  cutedsl [flag]     cutedsl [base]     triton [flag]
+cutedsl              cutedsl                     -                            triton                      cutedsl          |  cutedsl [flag]     cutedsl [auto]     triton [flag]
+cutedsl              cutedsl                     -                            cutedsl                     -                |  cutedsl [flag]     cutedsl [base]     cutedsl [flag]
+cutedsl              cutedsl                     -                            cutedsl                     cutedsl          |  cutedsl [flag]     cutedsl [auto]     cutedsl [flag]
+cutedsl              cutedsl                     cutedsl                      -                           -                |  cutedsl [flag]     cutedsl [flag]     triton [const]
+cutedsl              cutedsl                     cutedsl                      -                           cutedsl          |  cutedsl [flag]     cutedsl [flag]     triton [const]
+cutedsl              cutedsl                     cutedsl                      triton                      -                |  cutedsl [flag]     cutedsl [flag]     triton [flag]
+cutedsl              cutedsl                     cutedsl                      triton                      cutedsl          |  cutedsl [flag]     cutedsl [flag]     triton [flag]
+cutedsl              cutedsl                     cutedsl                      cutedsl                     -                |  cutedsl [flag]     cutedsl [flag]     cutedsl [flag]
+cutedsl              cutedsl                     cutedsl                      cutedsl                     cutedsl          |  cutedsl [flag]     cutedsl [flag]     cutedsl [flag]
+'''
+
+snapshots['test_generated_output_of_fixture[everything] everything.py'] = '''# Code generated by stampgen from tests/fixtures/everything.rules. DO NOT EDIT.
+# Edit tests/fixtures/everything.rules and run `make codegen`.
+"""What tests/fixtures/everything.rules says, as plain Python: enums, facts, stamps and their resolvers, auto-default
+gates, launch-level normalisation, validations, fail-closed guards and parity checks.
+
+Every function names the rules line it implements, and every error raised here names the rules line that
+raised it. Enum-valued inputs accept members or their names; None means unset. Nothing here keeps state:
+resolving twice, or for two runners at once, gives independent results.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "Backend",
+    "Choice",
+    "ChoiceProvenance",
+    "DRAFTS_AT_LEAST",
+    "DRAFTS_REGISTRY",
+    "DRAFTS_SOURCE",
+    "Family",
+    "LaunchFacts",
+    "Mode",
+    "Other",
+    "OtherProvenance",
+    "ParityReport",
+    "RULES_SOURCE",
+    "RuleViolationError",
+    "RunnerFacts",
+    "UnstampedRunnerError",
+    "big_flashinfer",
+    "check_drafts",
+    "first",
+    "kda_cutedsl",
+    "require_choice",
+    "require_other",
+    "resolve_choice",
+    "resolve_choice_with_provenance",
+    "resolve_other",
+    "resolve_other_with_provenance",
+    "second",
+    "stamp_choice",
+    "stamp_other",
+    "validate_consumer",
+    "validate_plain_consumer",
+]
+
+RULES_SOURCE = "tests/fixtures/everything.rules"
+
+logger = logging.getLogger(__name__)
+
+
+class RuleViolationError(ValueError):
+    """A `forbid` or `require` rule failed.
+
+    `message` is what the user reads, `source` the rules line that says so (`rules/NAME.rules:LINE:COL`),
+    `rule` the launch or validate block it belongs to.
+    """
+
+    def __init__(self, message: str, source: str, rule: str) -> None:
+        super().__init__(f"{message} ({rule}, {source})")
+        self.message = message
+        self.source = source
+        self.rule = rule
+
+    def __reduce__(self) -> tuple[type[RuleViolationError], tuple[str, str, str]]:
+        return (type(self), (self.message, self.source, self.rule))
+
+
+class UnstampedRunnerError(AttributeError):
+    """A consumer was built on a runner without its stamp. Consumers fail closed: they never guess."""
+
+
+class Backend(str, enum.Enum):
+    """enum Backend (tests/fixtures/everything.rules:4:1). Open: a name it does not list becomes Backend.CUSTOM."""
+
+    TRITON = "triton"
+    FLASHINFER = "flashinfer"
+    CUTEDSL = "cutedsl"
+    HELION = "helion"
+    CUSTOM = "custom"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    @classmethod
+    def _missing_(cls, value: object) -> Backend:
+        return cls.CUSTOM
+
+    def is_triton(self) -> bool:
+        return self is Backend.TRITON
+
+    def is_flashinfer(self) -> bool:
+        return self is Backend.FLASHINFER
+
+    def is_cutedsl(self) -> bool:
+        return self is Backend.CUTEDSL
+
+    def is_helion(self) -> bool:
+        return self is Backend.HELION
+
+    def is_custom(self) -> bool:
+        return self is Backend.CUSTOM
+
+
+_BACKEND_BY_VALUE: dict[object, Backend] = {member.value: member for member in Backend}
+
+
+def _as_backend(value: object) -> Backend | None:
+    """A member or its name as a Backend; None stays None (unset); any other name is CUSTOM."""
+    if value is None:
+        return None
+    try:
+        return _BACKEND_BY_VALUE.get(value, Backend.CUSTOM)
+    except TypeError:  # unhashable: not a name
+        return Backend.CUSTOM
+
+
+class Mode(str, enum.Enum):
+    """enum Mode (tests/fixtures/everything.rules:5:1)."""
+
+    EAGER = "eager"
+    GRAPH = "graph"
+    COMPILED = "compiled"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def is_eager(self) -> bool:
+        return self is Mode.EAGER
+
+    def is_graph(self) -> bool:
+        return self is Mode.GRAPH
+
+    def is_compiled(self) -> bool:
+        return self is Mode.COMPILED
+
+
+_MODE_BY_VALUE: dict[object, Mode] = {member.value: member for member in Mode}
+
+
+def _as_mode(value: object, what: str) -> Mode | None:
+    """A member or its name as a Mode; None stays None (unset); any other value is an error."""
+    if value is None:
+        return None
+    try:
+        member = _MODE_BY_VALUE.get(value)
+    except TypeError:  # unhashable: not a name
+        member = None
+    if member is None:
+        raise ValueError(f"{what} = {value!r} is not a Mode (one of " + "eager, graph, compiled" + ")")
+    return member
+
+
+class Family(str, enum.Enum):
+    """enum Family (tests/fixtures/everything.rules:6:1)."""
+
+    GDN = "gdn"
+    KDA = "kda"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def is_gdn(self) -> bool:
+        return self is Family.GDN
+
+    def is_kda(self) -> bool:
+        return self is Family.KDA
+
+    def is_other(self) -> bool:
+        return self is Family.OTHER
+
+
+_FAMILY_BY_VALUE: dict[object, Family] = {member.value: member for member in Family}
+
+
+def _as_family(value: object, what: str) -> Family | None:
+    """A member or its name as a Family; None stays None (unset); any other value is an error."""
+    if value is None:
+        return None
+    try:
+        member = _FAMILY_BY_VALUE.get(value)
+    except TypeError:  # unhashable: not a name
+        member = None
+    if member is None:
+        raise ValueError(f"{what} = {value!r} is not a Family (one of " + "gdn, kda, other" + ")")
+    return member
+
+
+class LaunchFacts(msgspec.Struct, frozen=True):
+    """facts launch (tests/fixtures/everything.rules:24:1). What is known once per process, at launch, before any runner exists.
+
+    Enum facts accept members or their names.
+    """
+
+    sm: int  # tests/fixtures/everything.rules:25:5
+    debug: bool  # tests/fixtures/everything.rules:26:5
+
+
+class RunnerFacts(msgspec.Struct, frozen=True):
+    """facts runner (tests/fixtures/everything.rules:29:1). What the caller knows about one runner when it builds it.
+
+    Enum facts accept members or their names.
+    """
+
+    family: Family  # tests/fixtures/everything.rules:30:5
+    sm: int  # tests/fixtures/everything.rules:31:5
+    big: bool  # tests/fixtures/everything.rules:32:5
+
+    def __post_init__(self) -> None:
+        if self.family.__class__ is not Family:
+            msgspec.structs.force_setattr(
+                self,
+                "family",
+                _as_family(self.family, "runner.family (tests/fixtures/everything.rules:30:5)"),
+            )
+
+
+class Choice(msgspec.Struct, frozen=True):
+    """stamp Choice (tests/fixtures/everything.rules:56:1): one frozen record per runner, on runner.choice.
+
+    Resolve it with resolve_choice(), stamp a runner with stamp_choice(), and read it
+    back through the fail-closed guard require_choice(). Enum fields accept members or their names.
+    """
+
+    decode: Backend
+    prefill: Backend
+    verify: Backend
+    threads: int
+    strict: bool
+    chunk: int
+
+    def __post_init__(self) -> None:
+        if self.decode.__class__ is not Backend:
+            msgspec.structs.force_setattr(self, "decode", _as_backend(self.decode))
+        if self.prefill.__class__ is not Backend:
+            msgspec.structs.force_setattr(self, "prefill", _as_backend(self.prefill))
+        if self.verify.__class__ is not Backend:
+            msgspec.structs.force_setattr(self, "verify", _as_backend(self.verify))
+
+
+class ChoiceProvenance(msgspec.Struct, frozen=True):
+    """Why each field of a Choice has its value: the deciding tier as written, and its rules line."""
+
+    decode: str
+    prefill: str
+    verify: str
+    threads: str
+    strict: str
+    chunk: str
+
+
+class Other(msgspec.Struct, frozen=True):
+    """stamp Other (tests/fixtures/everything.rules:69:1): one frozen record per runner, on runner.other_stamp.
+
+    Resolve it with resolve_other(), stamp a runner with stamp_other(), and read it
+    back through the fail-closed guard require_other(). Enum fields accept members or their names.
+    """
+
+    mode: Mode
+
+    def __post_init__(self) -> None:
+        if self.mode.__class__ is not Mode:
+            msgspec.structs.force_setattr(
+                self, "mode", _as_mode(self.mode, "Other.mode (tests/fixtures/everything.rules:70:5)")
+            )
+
+
+class OtherProvenance(msgspec.Struct, frozen=True):
+    """Why each field of a Other has its value: the deciding tier as written, and its rules line."""
+
+    mode: str
+
+
+def big_flashinfer(engine: Any, runner_facts: RunnerFacts) -> Backend | None:
+    """auto big_flashinfer (tests/fixtures/everything.rules:52:1): a per-runner auto-default gate.
+
+    Yields Backend.FLASHINFER when every condition holds, else None. The value is handed to a
+    resolver as a slot and never written to process config.
+    """
+    prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
+
+    if (
+        runner_facts.family is Family.GDN
+        and runner_facts.sm in (9, 10)
+        and runner_facts.big
+        and prefill_backend is None
+    ):
+        return Backend.FLASHINFER
+    return None
+
+
+def kda_cutedsl(runner_facts: RunnerFacts) -> Backend | None:
+    """auto kda_cutedsl (tests/fixtures/everything.rules:54:1): a per-runner auto-default gate.
+
+    Yields Backend.CUTEDSL when every condition holds, else None. The value is handed to a
+    resolver as a slot and never written to process config.
+    """
+
+    if runner_facts.family is Family.KDA and not runner_facts.sm < 10:
+        return Backend.CUTEDSL
+    return None
+
+
+def resolve_choice(
+    engine: Any, *, auto_prefill: Backend | str | None = None, hint: Backend | str | None = None
+) -> Choice:
+    """Resolve a Choice (tests/fixtures/everything.rules:56:1) from process config and this runner\'s slots.
+
+    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
+    nothing. Each field is the value of the first tier of its chain that yields one.
+    """
+    auto_prefill = _as_backend(auto_prefill)
+    hint = _as_backend(hint)
+    backend: Backend | None = _as_backend(engine.backend)
+    if backend is None:
+        backend = Backend.TRITON
+    decode_backend: Backend | None = _as_backend(engine.decode_backend)
+    prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
+    verify_backend: Backend | None = _as_backend(engine.verify_backend)
+    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+    if mode is None:
+        mode = Mode.EAGER
+    strict: bool | None = engine.strict
+    if strict is None:
+        strict = False
+    chunk: int | None = engine.chunk
+    threads: int | None = engine.threads
+    if threads is None:
+        threads = 2
+
+    # decode = flag engine.decode_backend > base engine.backend
+    decode: Backend
+    if decode_backend is not None:  # flag, tests/fixtures/everything.rules:60:14
+        decode = decode_backend
+    else:  # base, tests/fixtures/everything.rules:60:43
+        decode = backend
+
+    # prefill = flag engine.prefill_backend > auto auto_prefill when decode != helion > auto hint > base engine.backend
+    prefill: Backend
+    if prefill_backend is not None:  # flag, tests/fixtures/everything.rules:61:15
+        prefill = prefill_backend
+    elif (
+        decode is not Backend.HELION and auto_prefill is not None
+    ):  # auto, tests/fixtures/everything.rules:61:45
+        prefill = auto_prefill
+    elif hint is not None:  # auto, tests/fixtures/everything.rules:61:87
+        prefill = hint
+    else:  # base, tests/fixtures/everything.rules:61:99
+        prefill = backend
+
+    # verify = flag engine.verify_backend when engine.mode != compiled > follow decode when decode in {flashinfer, cutedsl} > triton
+    verify: Backend
+    if (
+        mode is not Mode.COMPILED and verify_backend is not None
+    ):  # flag, tests/fixtures/everything.rules:62:14
+        verify = verify_backend
+    elif decode in (Backend.FLASHINFER, Backend.CUTEDSL):  # follow, tests/fixtures/everything.rules:62:72
+        verify = decode
+    else:  # const, tests/fixtures/everything.rules:63:11
+        verify = Backend.TRITON
+
+    # threads = base engine.threads
+    threads_: int = threads  # base, tests/fixtures/everything.rules:64:15
+
+    # strict = base engine.strict when engine.mode == graph > false
+    strict_: bool
+    if mode is Mode.GRAPH:  # base, tests/fixtures/everything.rules:65:14
+        strict_ = strict
+    else:  # const, tests/fixtures/everything.rules:65:61
+        strict_ = False
+
+    # chunk = flag engine.chunk > 0
+    chunk_: int
+    if chunk is not None:  # flag, tests/fixtures/everything.rules:66:13
+        chunk_ = chunk
+    else:  # const, tests/fixtures/everything.rules:66:33
+        chunk_ = 0
+
+    return Choice(
+        decode=decode, prefill=prefill, verify=verify, threads=threads_, strict=strict_, chunk=chunk_
+    )
+
+
+def resolve_choice_with_provenance(
+    engine: Any, *, auto_prefill: Backend | str | None = None, hint: Backend | str | None = None
+) -> tuple[Choice, ChoiceProvenance]:
+    """As resolve_choice(), and also which tier decided each field, as written, with its rules line."""
+    auto_prefill = _as_backend(auto_prefill)
+    hint = _as_backend(hint)
+    backend: Backend | None = _as_backend(engine.backend)
+    if backend is None:
+        backend = Backend.TRITON
+    decode_backend: Backend | None = _as_backend(engine.decode_backend)
+    prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
+    verify_backend: Backend | None = _as_backend(engine.verify_backend)
+    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+    if mode is None:
+        mode = Mode.EAGER
+    strict: bool | None = engine.strict
+    if strict is None:
+        strict = False
+    chunk: int | None = engine.chunk
+    threads: int | None = engine.threads
+    if threads is None:
+        threads = 2
+
+    # decode = flag engine.decode_backend > base engine.backend
+    decode: Backend
+    decode_source: str
+    if decode_backend is not None:  # flag, tests/fixtures/everything.rules:60:14
+        decode = decode_backend
+        decode_source = "flag engine.decode_backend (tests/fixtures/everything.rules:60:14)"
+    else:  # base, tests/fixtures/everything.rules:60:43
+        decode = backend
+        decode_source = "base engine.backend (tests/fixtures/everything.rules:60:43)"
+
+    # prefill = flag engine.prefill_backend > auto auto_prefill when decode != helion > auto hint > base engine.backend
+    prefill: Backend
+    prefill_source: str
+    if prefill_backend is not None:  # flag, tests/fixtures/everything.rules:61:15
+        prefill = prefill_backend
+        prefill_source = "flag engine.prefill_backend (tests/fixtures/everything.rules:61:15)"
+    elif (
+        decode is not Backend.HELION and auto_prefill is not None
+    ):  # auto, tests/fixtures/everything.rules:61:45
+        prefill = auto_prefill
+        prefill_source = "auto auto_prefill when decode != helion (tests/fixtures/everything.rules:61:45)"
+    elif hint is not None:  # auto, tests/fixtures/everything.rules:61:87
+        prefill = hint
+        prefill_source = "auto hint (tests/fixtures/everything.rules:61:87)"
+    else:  # base, tests/fixtures/everything.rules:61:99
+        prefill = backend
+        prefill_source = "base engine.backend (tests/fixtures/everything.rules:61:99)"
+
+    # verify = flag engine.verify_backend when engine.mode != compiled > follow decode when decode in {flashinfer, cutedsl} > triton
+    verify: Backend
+    verify_source: str
+    if (
+        mode is not Mode.COMPILED and verify_backend is not None
+    ):  # flag, tests/fixtures/everything.rules:62:14
+        verify = verify_backend
+        verify_source = (
+            "flag engine.verify_backend when engine.mode != compiled (tests/fixtures/everything.rules:62:14)"
+        )
+    elif decode in (Backend.FLASHINFER, Backend.CUTEDSL):  # follow, tests/fixtures/everything.rules:62:72
+        verify = decode
+        verify_source = (
+            "follow decode when decode in {flashinfer, cutedsl} (tests/fixtures/everything.rules:62:72)"
+        )
+    else:  # const, tests/fixtures/everything.rules:63:11
+        verify = Backend.TRITON
+        verify_source = "triton (tests/fixtures/everything.rules:63:11)"
+
+    # threads = base engine.threads
+    threads_: int = threads  # base, tests/fixtures/everything.rules:64:15
+    threads__source = "base engine.threads (tests/fixtures/everything.rules:64:15)"
+
+    # strict = base engine.strict when engine.mode == graph > false
+    strict_: bool
+    strict__source: str
+    if mode is Mode.GRAPH:  # base, tests/fixtures/everything.rules:65:14
+        strict_ = strict
+        strict__source = (
+            "base engine.strict when engine.mode == graph (tests/fixtures/everything.rules:65:14)"
+        )
+    else:  # const, tests/fixtures/everything.rules:65:61
+        strict_ = False
+        strict__source = "false (tests/fixtures/everything.rules:65:61)"
+
+    # chunk = flag engine.chunk > 0
+    chunk_: int
+    chunk__source: str
+    if chunk is not None:  # flag, tests/fixtures/everything.rules:66:13
+        chunk_ = chunk
+        chunk__source = "flag engine.chunk (tests/fixtures/everything.rules:66:13)"
+    else:  # const, tests/fixtures/everything.rules:66:33
+        chunk_ = 0
+        chunk__source = "0 (tests/fixtures/everything.rules:66:33)"
+
+    return (
+        Choice(decode=decode, prefill=prefill, verify=verify, threads=threads_, strict=strict_, chunk=chunk_),
+        ChoiceProvenance(
+            decode=decode_source,
+            prefill=prefill_source,
+            verify=verify_source,
+            threads=threads__source,
+            strict=strict__source,
+            chunk=chunk__source,
+        ),
+    )
+
+
+def stamp_choice(
+    runner: Any, *, engine: Any, runner_facts: RunnerFacts, hint: Backend | str | None = None
+) -> Choice:
+    """Stamp runner.choice with this runner\'s Choice (tests/fixtures/everything.rules:56:1) and return it.
+
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
+    by resolve_choice_with_provenance(), set on the runner, and logged with the deciding tier of every
+    field. Writes nothing but that one runner attribute: never process config.
+    """
+    auto_prefill = big_flashinfer(engine, runner_facts)
+    if auto_prefill is not None:
+        logger.info(
+            "%s [%s]",
+            "auto big_flashinfer yields flashinfer",
+            "auto big_flashinfer, tests/fixtures/everything.rules:52:1",
+        )
+    if auto_prefill is None:
+        auto_prefill = kda_cutedsl(runner_facts)
+        if auto_prefill is not None:
+            logger.info(
+                "%s [%s]", "kda: cutedsl prefill", "auto kda_cutedsl, tests/fixtures/everything.rules:54:1"
+            )
+    stamp, provenance = resolve_choice_with_provenance(engine, auto_prefill=auto_prefill, hint=hint)
+    runner.choice = stamp
+    logger.info(
+        "runner.choice = Choice(decode=%s [%s], prefill=%s [%s], verify=%s [%s], threads=%s [%s], strict=%s [%s], chunk=%s [%s])",
+        stamp.decode,
+        provenance.decode,
+        stamp.prefill,
+        provenance.prefill,
+        stamp.verify,
+        provenance.verify,
+        stamp.threads,
+        provenance.threads,
+        stamp.strict,
+        provenance.strict,
+        stamp.chunk,
+        provenance.chunk,
+    )
+    return stamp
+
+
+def require_choice(runner: Any) -> Choice:
+    """The fail-closed guard of Choice (tests/fixtures/everything.rules:56:1).
+
+    Consumers that read the stamp through it: ConsumerA, ConsumerB (tests/fixtures/everything.rules:87:1).
+    Returns runner.choice; raises UnstampedRunnerError (an AttributeError) when the runner has
+    none, or holds something else under that name. There is no default stamp.
+    """
+    stamp = getattr(runner, "choice", None)
+    if isinstance(stamp, Choice):
+        return stamp
+    found = "" if stamp is None else f" (it holds a {type(stamp).__name__}, not a Choice)"
+    raise UnstampedRunnerError(
+        "this runner has no `choice`: it was never stamped with Choice (tests/fixtures/everything.rules:56:1). Call stamp_choice(runner, engine=..., runner_facts=..., hint=...) before building a consumer that reads it; consumers never guess a backend"
+        + found,
+        name="choice",
+    )
+
+
+def resolve_other(engine: Any) -> Other:
+    """Resolve a Other (tests/fixtures/everything.rules:69:1) from process config and this runner\'s slots.
+
+    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
+    nothing. Each field is the value of the first tier of its chain that yields one.
+    """
+    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+    if mode is None:
+        mode = Mode.EAGER
+
+    # mode = base engine.mode
+    mode_: Mode = mode  # base, tests/fixtures/everything.rules:70:12
+
+    return Other(mode=mode_)
+
+
+def resolve_other_with_provenance(engine: Any) -> tuple[Other, OtherProvenance]:
+    """As resolve_other(), and also which tier decided each field, as written, with its rules line."""
+    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+    if mode is None:
+        mode = Mode.EAGER
+
+    # mode = base engine.mode
+    mode_: Mode = mode  # base, tests/fixtures/everything.rules:70:12
+    mode__source = "base engine.mode (tests/fixtures/everything.rules:70:12)"
+
+    return (
+        Other(mode=mode_),
+        OtherProvenance(mode=mode__source),
+    )
+
+
+def stamp_other(runner: Any, *, engine: Any) -> Other:
+    """Stamp runner.other_stamp with this runner\'s Other (tests/fixtures/everything.rules:69:1) and return it.
+
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
+    by resolve_other_with_provenance(), set on the runner, and logged with the deciding tier of every
+    field. Writes nothing but that one runner attribute: never process config.
+    """
+    stamp, provenance = resolve_other_with_provenance(engine)
+    runner.other_stamp = stamp
+    logger.info("runner.other_stamp = Other(mode=%s [%s])", stamp.mode, provenance.mode)
+    return stamp
+
+
+def require_other(runner: Any) -> Other:
+    """The fail-closed guard of Other (tests/fixtures/everything.rules:69:1).
+
+    Returns runner.other_stamp; raises UnstampedRunnerError (an AttributeError) when the runner has
+    none, or holds something else under that name. There is no default stamp.
+    """
+    stamp = getattr(runner, "other_stamp", None)
+    if isinstance(stamp, Other):
+        return stamp
+    found = "" if stamp is None else f" (it holds a {type(stamp).__name__}, not a Other)"
+    raise UnstampedRunnerError(
+        "this runner has no `other_stamp`: it was never stamped with Other (tests/fixtures/everything.rules:69:1). Call stamp_other(runner, engine=...) before building a consumer that reads it; consumers never guess a backend"
+        + found,
+        name="other_stamp",
+    )
+
+
+def first(engine: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
+    """launch first (tests/fixtures/everything.rules:36:1): process-level normalisation, once, before any runner exists.
+
+    Works on a copy of the config leaves it reads (None = unset; names or members) and returns the leaves
+    it set, per namespace ({namespace: {leaf: value}}); the caller applies them to process config. Its
+    local fields never leave it. Raises RuleViolationError, naming the rules line, at the first `forbid`
+    or `require` that fails.
+    """
+    backend: Backend | None = _as_backend(engine.backend)
+    if backend is None:
+        backend = Backend.TRITON
+    decode_backend: Backend | None = _as_backend(engine.decode_backend)
+    strict: bool | None = engine.strict
+    if strict is None:
+        strict = False
+    chunk: int | None = engine.chunk
+    threads: int | None = engine.threads
+    if threads is None:
+        threads = 2
+
+    changes: dict[str, dict[str, Any]] = {}
+    # set engine.decode_backend = flashinfer (tests/fixtures/everything.rules:37:5)
+    if decode_backend is None and launch_facts.sm >= 10:
+        decode_backend = Backend.FLASHINFER
+        changes.setdefault("engine", {})["decode_backend"] = decode_backend
+        logger.info("%s [%s]", "sm100: flashinfer decode", "tests/fixtures/everything.rules:37:5")
+    # decode = flag engine.decode_backend > base engine.backend
+    decode: Backend
+    if decode_backend is not None:  # flag, tests/fixtures/everything.rules:39:14
+        decode = decode_backend
+    else:  # base, tests/fixtures/everything.rules:39:43
+        decode = backend
+
+    # forbid decode == helion and not launch.debug (tests/fixtures/everything.rules:40:5)
+    if decode is Backend.HELION and not launch_facts.debug:
+        raise RuleViolationError(
+            "helion decode needs --debug", "tests/fixtures/everything.rules:40:5", "first"
+        )
+    # require engine.chunk is unset or engine.chunk >= 0 (tests/fixtures/everything.rules:41:5)
+    if chunk is not None and not (chunk is not None and chunk >= 0):
+        raise RuleViolationError(
+            "chunk must not be negative", "tests/fixtures/everything.rules:41:5", "first"
+        )
+    # set engine.strict = true (tests/fixtures/everything.rules:42:5)
+    if launch_facts.debug:
+        strict = True
+        changes.setdefault("engine", {})["strict"] = strict
+    # set engine.threads = 4 (tests/fixtures/everything.rules:43:5)
+    if launch_facts.sm == 10 and threads <= 2:
+        threads = 4
+        changes.setdefault("engine", {})["threads"] = threads
+    return changes
+
+
+def second(engine: Any, extra: Any) -> dict[str, dict[str, Any]]:
+    """launch second (tests/fixtures/everything.rules:46:1): process-level normalisation, once, before any runner exists.
+
+    Works on a copy of the config leaves it reads (None = unset; names or members) and returns the leaves
+    it set, per namespace ({namespace: {leaf: value}}); the caller applies them to process config. Its
+    local fields never leave it. Raises RuleViolationError, naming the rules line, at the first `forbid`
+    or `require` that fails.
+    """
+    decode_backend: Backend | None = _as_backend(engine.decode_backend)
+    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+    if mode is None:
+        mode = Mode.EAGER
+    strict: bool | None = engine.strict
+    if strict is None:
+        strict = False
+    pinned: Backend | None = _as_backend(extra.pinned)
+
+    changes: dict[str, dict[str, Any]] = {}
+    # set engine.mode = graph (tests/fixtures/everything.rules:47:5)
+    if strict and mode is Mode.EAGER:
+        mode = Mode.GRAPH
+        changes.setdefault("engine", {})["mode"] = mode
+        logger.info("%s [%s]", "strict: graph mode", "tests/fixtures/everything.rules:47:5")
+    # require engine.mode != compiled or engine.decode_backend is set (tests/fixtures/everything.rules:48:5)
+    if mode is Mode.COMPILED and decode_backend is None:
+        raise RuleViolationError(
+            "compiled mode needs an explicit decode backend", "tests/fixtures/everything.rules:48:5", "second"
+        )
+    # set extra.pinned = triton (tests/fixtures/everything.rules:49:5)
+    if decode_backend is Backend.TRITON:
+        pinned = Backend.TRITON
+        changes.setdefault("extra", {})["pinned"] = pinned
+    return changes
+
+
+def validate_consumer(stamp: Choice, *, engine: Any, runner_facts: RunnerFacts) -> Choice:
+    """validate Consumer (tests/fixtures/everything.rules:73:1): what Consumer may do with Choice.
+
+    Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
+    stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
+    the first `forbid` or `require` that fails.
+    """
+    fast: bool | None = engine.fast
+
+    # forbid helion in Choice (tests/fixtures/everything.rules:74:5)
+    if stamp.decode is Backend.HELION or stamp.prefill is Backend.HELION or stamp.verify is Backend.HELION:
+        raise RuleViolationError(
+            "helion is not supported here", "tests/fixtures/everything.rules:74:5", "Consumer"
+        )
+    # require Choice.decode not in {custom} or runner.family == other (tests/fixtures/everything.rules:75:5)
+    if stamp.decode is Backend.CUSTOM and runner_facts.family is not Family.OTHER:
+        raise RuleViolationError(
+            "custom decode only for other models", "tests/fixtures/everything.rules:75:5", "Consumer"
+        )
+    # fallback Choice.prefill cutedsl -> triton (tests/fixtures/everything.rules:76:5)
+    if stamp.prefill is Backend.CUTEDSL and runner_facts.sm < 10:
+        stamp = msgspec.structs.replace(stamp, prefill=Backend.TRITON)
+        logger.warning("%s [%s]", "cutedsl needs sm100", "tests/fixtures/everything.rules:76:5")
+    # fallback Choice.verify flashinfer -> triton (tests/fixtures/everything.rules:77:5)
+    if stamp.verify is Backend.FLASHINFER and (stamp.decode is Backend.FLASHINFER or runner_facts.big):
+        stamp = msgspec.structs.replace(stamp, verify=Backend.TRITON)
+        logger.warning(
+            "%s [%s]",
+            "flashinfer verify needs flashinfer decode on small runners",
+            "tests/fixtures/everything.rules:77:5",
+        )
+    # forbid engine.fast and Choice.prefill == cutedsl (tests/fixtures/everything.rules:79:5)
+    if fast and stamp.prefill is Backend.CUTEDSL:
+        raise RuleViolationError(
+            "fast mode cannot prefill with cutedsl", "tests/fixtures/everything.rules:79:5", "Consumer"
+        )
+    # require Choice.threads >= 2 or not Choice.strict (tests/fixtures/everything.rules:80:5)
+    if not stamp.threads >= 2 and stamp.strict:
+        raise RuleViolationError(
+            "strict needs two threads", "tests/fixtures/everything.rules:80:5", "Consumer"
+        )
+    return stamp
+
+
+def validate_plain_consumer(*, engine: Any) -> None:
+    """validate PlainConsumer (tests/fixtures/everything.rules:83:1): what PlainConsumer may do with the process config.
+
+    Raises RuleViolationError, naming the rules line, at the first `forbid` or `require` that fails.
+    """
+    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+    if mode is None:
+        mode = Mode.EAGER
+    chunk: int | None = engine.chunk
+
+    # forbid engine.chunk == -1 and engine.mode == graph (tests/fixtures/everything.rules:84:5)
+    if chunk == -1 and mode is Mode.GRAPH:
+        raise RuleViolationError(
+            "graph mode needs a chunk size", "tests/fixtures/everything.rules:84:5", "PlainConsumer"
+        )
+
+
+class ParityReport(msgspec.Struct, frozen=True):
+    """The outcome of a parity check: the (draft, target) pairs checked, and one sentence per offender."""
+
+    pairs: tuple[tuple[str, str], ...]
+    offenders: tuple[str, ...]
+
+
+DRAFTS_REGISTRY = "fixture_registry:MODELS"
+DRAFTS_AT_LEAST = 2
+DRAFTS_SOURCE = "tests/fixtures/everything.rules:89:1"
+_DRAFTS_DRAFT = re.compile("(MTP|NextN)$")
+_DRAFTS_TARGETS = ("", "ForCausalLM")
+_DRAFTS_EXCLUDE = ("SharedNextN",)
+_DRAFTS_HOOKS = ("loader_hook", "other_hook")
+
+
+def check_drafts(archs: Mapping[str, type]) -> ParityReport:
+    """parity drafts (tests/fixtures/everything.rules:89:1): drafts answer exactly the hooks their targets answer.
+
+    For each name of `archs` (sorted) that the draft pattern finds (re.search) and that is not excluded,
+    the target is the first of base + suffix present in `archs` and other than the draft itself, where
+    base is the name up to the match and the suffix "" stands for the base itself; a draft without a
+    target is skipped. For each pair, each hook is present on both classes or on neither (hasattr);
+    implementations may differ.
+    """
+    pairs: list[tuple[str, str]] = []
+    offenders: list[str] = []
+    for draft in sorted(archs):
+        if draft in _DRAFTS_EXCLUDE:
+            continue
+        match = _DRAFTS_DRAFT.search(draft)
+        if match is None:
+            continue
+        base = draft[: match.start()]
+        candidates = [base + suffix for suffix in _DRAFTS_TARGETS]
+        target = next((name for name in candidates if name in archs and name != draft), None)
+        if target is None:
+            continue
+        pairs.append((draft, target))
+        for hook in _DRAFTS_HOOKS:
+            on_draft, on_target = hasattr(archs[draft], hook), hasattr(archs[target], hook)
+            if on_draft != on_target:
+                offenders.append(
+                    f"draft {draft} {\'has\' if on_draft else \'lacks\'} {hook}, which its target {target} "
+                    f"{\'lacks\' if on_draft else \'has\'}"
+                )
+    return ParityReport(tuple(pairs), tuple(offenders))
+'''
+
+snapshots['test_generated_output_of_fixture[everything] test_everything.py'] = '''# Code generated by stampgen from tests/fixtures/everything.rules. DO NOT EDIT.
+# Edit tests/fixtures/everything.rules and run `make codegen`.
+"""Tests generated from tests/fixtures/everything.rules: the generated module generated.everything against the rules.
+
+- parity: each parity invariant over the registry it names (skipped when the registry cannot be imported);
+- guards: each guarded consumer, built on an unstamped runner, fails closed with the guard's error;
+- decision tables: each stamp's table over its abstract domain, the rows reviewers read in a diff;
+- differential: each generated function equals the interpreter (codegen/interpreter.py, the executable
+  specification) over the whole finite input domain, or over its abstraction where that domain is too
+  large to enumerate; each test's docstring says which.
+
+Enum inputs are given by name (strings); `None` (`-` in the tables) is unset.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import msgspec
+import pytest
+
+from codegen.interpreter import config_env, eval_expr, resolve_stamp, run_launch, run_validate, slot_values
+from codegen.load import load_text
+from generated import everything
+
+RULES = "tests/fixtures/everything.rules"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_SEED = 20260815
+MAX_REPORTED = 10  # mismatches listed in one failure
+
+# A value for each fact, for the facts a function does not read (they cannot change its result).
+FACT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "launch": {"sm": 0, "debug": False},
+    "runner": {"family": "gdn", "sm": 0, "big": False},
+}
+
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    """The rules as the interpreter reads them now; the generated module must agree with them."""
+    loaded = load_text((ROOT / RULES).read_text(encoding="utf-8"), RULES)
+    assert loaded.ok, "\\n".join(f"{d.loc}: {d.severity}: {d.message}" for d in loaded.diagnostics)
+    return loaded.model
+
+
+@pytest.fixture
+def quiet(caplog: pytest.LogCaptureFixture) -> None:
+    """Loops call the generated functions many times: keep their log lines out of the report."""
+    caplog.set_level(logging.CRITICAL, logger=everything.__name__)
+
+
+def _rows(
+    domain: tuple[tuple[str, tuple[Any, ...]], ...], mode: str, count: int = 20000
+) -> Iterator[dict[str, Any]]:
+    """Every combination of the listed values, or, for mode "sample", `count` rows drawn with a fixed seed."""
+    names = [name for name, _ in domain]
+    if mode == "sample":
+        rng = random.Random(SAMPLE_SEED)
+        for _ in range(count):
+            yield {name: rng.choice(values) for name, values in domain}
+        return
+    for values in itertools.product(*(values for _, values in domain)):
+        yield dict(zip(names, values))
+
+
+def _namespace(row: Mapping[str, Any], namespace: str) -> SimpleNamespace:
+    """A config namespace object holding the row\'s leaves of `namespace`."""
+    prefix = namespace + "."
+    return SimpleNamespace(**{name[len(prefix) :]: v for name, v in row.items() if name.startswith(prefix)})
+
+
+def _facts(cls: Any, namespace: str, row: Mapping[str, Any]) -> Any:
+    """A facts record: the row\'s facts of `namespace`, and any value for the others."""
+    prefix = namespace + "."
+    given = {name[len(prefix) :]: v for name, v in row.items() if name.startswith(prefix)}
+    return cls(**{**FACT_DEFAULTS[namespace], **given})
+
+
+def _env(model: Any, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The interpreter\'s inputs for a row: leaves left unset are not given (so their defaults apply)."""
+    return config_env(model, {name: v for name, v in row.items() if name in model.leaves and v is not None})
+
+
+def _plain(value: Any) -> Any:
+    """An enum member as its name; anything else as it is."""
+    return getattr(value, "value", value)
+
+
+def _value(kind: str, text: str) -> Any:
+    """A table cell as a value: `-` is unset; enum members stay names."""
+    if text == "-":
+        return None
+    if kind == "bool":
+        return text == "true"
+    if kind == "int":
+        return int(text)
+    return text
+
+
+def _domain(text: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """Input values, one line per input: `name kind value...` (`-` is unset)."""
+    inputs = []
+    for line in text.strip("\\n").splitlines():
+        name, kind, *values = line.split()
+        inputs.append((name, tuple(_value(kind, v) for v in values)))
+    return tuple(inputs)
+
+
+def _table(text: str, inputs: tuple[tuple[str, str], ...], fields: tuple[tuple[str, str], ...]) -> list[Any]:
+    """The rows of a decision table: its inputs, `|`, then `value [tier]` per field (`-` is unset)."""
+    lines = text.strip("\\n").splitlines()
+    columns = lines[0].split()[: len(inputs)]
+    params = []
+    for line in lines[1:]:
+        cells = line.split()
+        values = tuple(_value(kind, c) for (_, kind), c in zip(inputs, cells))
+        outcome = cells[len(inputs) + 1 :]
+        expected = tuple(
+            (_value(kind, outcome[2 * i]), outcome[2 * i + 1].strip("[]"))
+            for i, (_, kind) in enumerate(fields)
+        )
+        name = ",".join(f"{c}={v}" for c, v in zip(columns, cells) if v != "-") or "all-unset"
+        params.append(pytest.param(values, expected, id=name))
+    return params
+
+
+def _won(outcome: Any) -> str:
+    """The provenance the interpreter gives a field: the winning tier as written, and its rules line."""
+    won = next(tier for tier in outcome.tiers if tier.status == "won")
+    return f"{won.text} ({won.source})"
+
+
+# --------------------------------------------------------------------------------------------- parity drafts
+
+
+def test_drafts_parity_holds_over_the_registry() -> None:
+    """parity drafts (tests/fixtures/everything.rules:89:1): every draft answers exactly the hooks its target answers."""
+    module_name, _, attribute = everything.DRAFTS_REGISTRY.partition(":")
+    registry = pytest.importorskip(module_name, reason=f"the registry {module_name} cannot be imported here")
+    report = everything.check_drafts(getattr(registry, attribute))
+    assert not report.offenders, (
+        f"parity drafts ({everything.DRAFTS_SOURCE}) fails for "
+        f"{len(report.offenders)} of {len(report.pairs)} draft/target pairs:\\n  "
+        + "\\n  ".join(report.offenders)
+    )
+    assert len(report.pairs) >= everything.DRAFTS_AT_LEAST, (
+        f"parity drafts ({everything.DRAFTS_SOURCE}) checked {len(report.pairs)} "
+        f"draft/target pairs in {everything.DRAFTS_REGISTRY}, fewer than the "
+        f"{everything.DRAFTS_AT_LEAST} it requires: {report.pairs}"
+    )
+
+
+# --------------------------------------------------------------------------------------------- guards
+
+
+@pytest.mark.parametrize(
+    ("module_name", "consumer", "attribute", "source"),
+    [
+        pytest.param(
+            "fixture_consumers", "ConsumerA", "choice", "tests/fixtures/everything.rules:87:1", id="ConsumerA"
+        ),
+        pytest.param(
+            "fixture_consumers", "ConsumerB", "choice", "tests/fixtures/everything.rules:87:1", id="ConsumerB"
+        ),
+    ],
+)
+def test_a_guarded_consumer_on_an_unstamped_runner_fails_closed(
+    module_name: str, consumer: str, attribute: str, source: str
+) -> None:
+    """A consumer the rules guard, built on a runner without its stamp, raises the guard\'s error."""
+    module = pytest.importorskip(module_name, reason=f"{module_name} cannot be imported here")
+    cls = getattr(module, consumer, None)
+    assert cls is not None, f"{module_name} has no {consumer}, which {source} guards"
+    with pytest.raises(everything.UnstampedRunnerError) as excinfo:
+        cls(SimpleNamespace())
+    assert attribute in str(excinfo.value), f"{consumer} on an unstamped runner: {excinfo.value}"
+
+
+# --------------------------------------------------------------------------------------------- stamp Choice
+
+_RESOLVE_CHOICE_DOMAIN = _domain(
+    """
+engine.backend          enum  triton flashinfer cutedsl helion custom
+engine.decode_backend   enum  - triton flashinfer cutedsl helion custom
+engine.prefill_backend  enum  - custom
+engine.verify_backend   enum  - triton custom
+engine.mode             enum  eager graph compiled
+engine.strict           bool  false true
+engine.chunk            int   - -1
+engine.threads          int   1
+auto_prefill            enum  - custom
+hint                    enum  - custom
+"""
+)
+
+_FIELDS_OF_CHOICE = (
+    "decode",
+    "prefill",
+    "verify",
+    "threads",
+    "strict",
+    "chunk",
+)
+
+
+def test_require_choice_fails_closed_on_an_unstamped_runner() -> None:
+    """The guard of Choice (tests/fixtures/everything.rules:56:1) names the attribute, the rules line and the fix."""
+    for runner in (SimpleNamespace(), SimpleNamespace(choice="decode")):
+        with pytest.raises(everything.UnstampedRunnerError) as excinfo:
+            everything.require_choice(runner)
+        message = str(excinfo.value)
+        assert "choice" in message and "tests/fixtures/everything.rules:56:1" in message, message
+        assert "stamp_choice(runner" in message, message
+        assert isinstance(excinfo.value, AttributeError)
+
+
+def test_require_choice_returns_the_stamp_of_a_stamped_runner() -> None:
+    row = next(_rows(_RESOLVE_CHOICE_DOMAIN, "exhaustive"))
+    stamp = everything.resolve_choice(
+        _namespace(row, "engine"),
+    )
+    assert everything.require_choice(SimpleNamespace(choice=stamp)) is stamp
+
+
+CHOICE_DECODE_TABLE = """
+backend     decode_backend  |  decode
+triton      -               |  triton [base]
+triton      triton          |  triton [flag]
+triton      flashinfer      |  flashinfer [flag]
+triton      cutedsl         |  cutedsl [flag]
+triton      helion          |  helion [flag]
+triton      custom          |  custom [flag]
+flashinfer  -               |  flashinfer [base]
+flashinfer  triton          |  triton [flag]
+flashinfer  flashinfer      |  flashinfer [flag]
+flashinfer  cutedsl         |  cutedsl [flag]
+flashinfer  helion          |  helion [flag]
+flashinfer  custom          |  custom [flag]
+cutedsl     -               |  cutedsl [base]
+cutedsl     triton          |  triton [flag]
+cutedsl     flashinfer      |  flashinfer [flag]
+cutedsl     cutedsl         |  cutedsl [flag]
+cutedsl     helion          |  helion [flag]
+cutedsl     custom          |  custom [flag]
+helion      -               |  helion [base]
+helion      triton          |  triton [flag]
+helion      flashinfer      |  flashinfer [flag]
+helion      cutedsl         |  cutedsl [flag]
+helion      helion          |  helion [flag]
+helion      custom          |  custom [flag]
+custom      -               |  custom [base]
+custom      triton          |  triton [flag]
+custom      flashinfer      |  flashinfer [flag]
+custom      cutedsl         |  cutedsl [flag]
+custom      helion          |  helion [flag]
+custom      custom          |  custom [flag]
+"""
+CHOICE_DECODE_INPUTS = (
+    ("engine.backend", "enum"),
+    ("engine.decode_backend", "enum"),
+)
+CHOICE_DECODE_FIELDS = (("decode", "enum"),)
+CHOICE_DECODE_FIXED: dict[str, Any] = {
+    "engine.prefill_backend": None,
+    "engine.verify_backend": None,
+    "engine.mode": "eager",
+    "engine.strict": False,
+    "engine.chunk": None,
+    "engine.threads": 1,
+    "auto_prefill": None,
+    "hint": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"), _table(CHOICE_DECODE_TABLE, CHOICE_DECODE_INPUTS, CHOICE_DECODE_FIELDS)
+)
+def test_choice_decode_decision_table(model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+    """One row of the decision table of field decode of stamp Choice (tests/fixtures/everything.rules:56:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values);
+    the inputs this field does not depend on are held at one value. The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**CHOICE_DECODE_FIXED, **dict(zip([name for name, _ in CHOICE_DECODE_INPUTS], inputs))}
+    stamp, provenance = everything.resolve_choice_with_provenance(
+        _namespace(row, "engine"),
+        auto_prefill=row["auto_prefill"],
+        hint=row["hint"],
+    )
+    env = _env(model, row)
+    env.update(
+        {
+            "auto_prefill": row["auto_prefill"],
+            "hint": row["hint"],
+        }
+    )
+    outcome = resolve_stamp(model, model.stamps["Choice"], env)
+    for (field, _), (value, tier) in zip(CHOICE_DECODE_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+CHOICE_PREFILL_TABLE = """
+backend     decode_backend  prefill_backend  auto_prefill  hint    |  prefill
+triton      -               -                -             -       |  triton [base]
+triton      -               -                -             custom  |  custom [auto]
+triton      -               -                custom        -       |  custom [auto]
+triton      -               -                custom        custom  |  custom [auto]
+triton      -               custom           -             -       |  custom [flag]
+triton      -               custom           -             custom  |  custom [flag]
+triton      -               custom           custom        -       |  custom [flag]
+triton      -               custom           custom        custom  |  custom [flag]
+triton      triton          -                -             -       |  triton [base]
+triton      triton          -                -             custom  |  custom [auto]
+triton      triton          -                custom        -       |  custom [auto]
+triton      triton          -                custom        custom  |  custom [auto]
+triton      triton          custom           -             -       |  custom [flag]
+triton      triton          custom           -             custom  |  custom [flag]
+triton      triton          custom           custom        -       |  custom [flag]
+triton      triton          custom           custom        custom  |  custom [flag]
+triton      flashinfer      -                -             -       |  triton [base]
+triton      flashinfer      -                -             custom  |  custom [auto]
+triton      flashinfer      -                custom        -       |  custom [auto]
+triton      flashinfer      -                custom        custom  |  custom [auto]
+triton      flashinfer      custom           -             -       |  custom [flag]
+triton      flashinfer      custom           -             custom  |  custom [flag]
+triton      flashinfer      custom           custom        -       |  custom [flag]
+triton      flashinfer      custom           custom        custom  |  custom [flag]
+triton      cutedsl         -                -             -       |  triton [base]
+triton      cutedsl         -                -             custom  |  custom [auto]
+triton      cutedsl         -                custom        -       |  custom [auto]
+triton      cutedsl         -                custom        custom  |  custom [auto]
+triton      cutedsl         custom           -             -       |  custom [flag]
+triton      cutedsl         custom           -             custom  |  custom [flag]
+triton      cutedsl         custom           custom        -       |  custom [flag]
+triton      cutedsl         custom           custom        custom  |  custom [flag]
+triton      helion          -                -             -       |  triton [base]
+triton      helion          -                -             custom  |  custom [auto]
+triton      helion          -                custom        -       |  triton [base]
+triton      helion          -                custom        custom  |  custom [auto]
+triton      helion          custom           -             -       |  custom [flag]
+triton      helion          custom           -             custom  |  custom [flag]
+triton      helion          custom           custom        -       |  custom [flag]
+triton      helion          custom           custom        custom  |  custom [flag]
+triton      custom          -                -             -       |  triton [base]
+triton      custom          -                -             custom  |  custom [auto]
+triton      custom          -                custom        -       |  custom [auto]
+triton      custom          -                custom        custom  |  custom [auto]
+triton      custom          custom           -             -       |  custom [flag]
+triton      custom          custom           -             custom  |  custom [flag]
+triton      custom          custom           custom        -       |  custom [flag]
+triton      custom          custom           custom        custom  |  custom [flag]
+flashinfer  -               -                -             -       |  flashinfer [base]
+flashinfer  -               -                -             custom  |  custom [auto]
+flashinfer  -               -                custom        -       |  custom [auto]
+flashinfer  -               -                custom        custom  |  custom [auto]
+flashinfer  -               custom           -             -       |  custom [flag]
+flashinfer  -               custom           -             custom  |  custom [flag]
+flashinfer  -               custom           custom        -       |  custom [flag]
+flashinfer  -               custom           custom        custom  |  custom [flag]
+flashinfer  triton          -                -             -       |  flashinfer [base]
+flashinfer  triton          -                -             custom  |  custom [auto]
+flashinfer  triton          -                custom        -       |  custom [auto]
+flashinfer  triton          -                custom        custom  |  custom [auto]
+flashinfer  triton          custom           -             -       |  custom [flag]
+flashinfer  triton          custom           -             custom  |  custom [flag]
+flashinfer  triton          custom           custom        -       |  custom [flag]
+flashinfer  triton          custom           custom        custom  |  custom [flag]
+flashinfer  flashinfer      -                -             -       |  flashinfer [base]
+flashinfer  flashinfer      -                -             custom  |  custom [auto]
+flashinfer  flashinfer      -                custom        -       |  custom [auto]
+flashinfer  flashinfer      -                custom        custom  |  custom [auto]
+flashinfer  flashinfer      custom           -             -       |  custom [flag]
+flashinfer  flashinfer      custom           -             custom  |  custom [flag]
+flashinfer  flashinfer      custom           custom        -       |  custom [flag]
+flashinfer  flashinfer      custom           custom        custom  |  custom [flag]
+flashinfer  cutedsl         -                -             -       |  flashinfer [base]
+flashinfer  cutedsl         -                -             custom  |  custom [auto]
+flashinfer  cutedsl         -                custom        -       |  custom [auto]
+flashinfer  cutedsl         -                custom        custom  |  custom [auto]
+flashinfer  cutedsl         custom           -             -       |  custom [flag]
+flashinfer  cutedsl         custom           -             custom  |  custom [flag]
+flashinfer  cutedsl         custom           custom        -       |  custom [flag]
+flashinfer  cutedsl         custom           custom        custom  |  custom [flag]
+flashinfer  helion          -                -             -       |  flashinfer [base]
+flashinfer  helion          -                -             custom  |  custom [auto]
+flashinfer  helion          -                custom        -       |  flashinfer [base]
+flashinfer  helion          -                custom        custom  |  custom [auto]
+flashinfer  helion          custom           -             -       |  custom [flag]
+flashinfer  helion          custom           -             custom  |  custom [flag]
+flashinfer  helion          custom           custom        -       |  custom [flag]
+flashinfer  helion          custom           custom        custom  |  custom [flag]
+flashinfer  custom          -                -             -       |  flashinfer [base]
+flashinfer  custom          -                -             custom  |  custom [auto]
+flashinfer  custom          -                custom        -       |  custom [auto]
+flashinfer  custom          -                custom        custom  |  custom [auto]
+flashinfer  custom          custom           -             -       |  custom [flag]
+flashinfer  custom          custom           -             custom  |  custom [flag]
+flashinfer  custom          custom           custom        -       |  custom [flag]
+flashinfer  custom          custom           custom        custom  |  custom [flag]
+cutedsl     -               -                -             -       |  cutedsl [base]
+cutedsl     -               -                -             custom  |  custom [auto]
+cutedsl     -               -                custom        -       |  custom [auto]
+cutedsl     -               -                custom        custom  |  custom [auto]
+cutedsl     -               custom           -             -       |  custom [flag]
+cutedsl     -               custom           -             custom  |  custom [flag]
+cutedsl     -               custom           custom        -       |  custom [flag]
+cutedsl     -               custom           custom        custom  |  custom [flag]
+cutedsl     triton          -                -             -       |  cutedsl [base]
+cutedsl     triton          -                -             custom  |  custom [auto]
+cutedsl     triton          -                custom        -       |  custom [auto]
+cutedsl     triton          -                custom        custom  |  custom [auto]
+cutedsl     triton          custom           -             -       |  custom [flag]
+cutedsl     triton          custom           -             custom  |  custom [flag]
+cutedsl     triton          custom           custom        -       |  custom [flag]
+cutedsl     triton          custom           custom        custom  |  custom [flag]
+cutedsl     flashinfer      -                -             -       |  cutedsl [base]
+cutedsl     flashinfer      -                -             custom  |  custom [auto]
+cutedsl     flashinfer      -                custom        -       |  custom [auto]
+cutedsl     flashinfer      -                custom        custom  |  custom [auto]
+cutedsl     flashinfer      custom           -             -       |  custom [flag]
+cutedsl     flashinfer      custom           -             custom  |  custom [flag]
+cutedsl     flashinfer      custom           custom        -       |  custom [flag]
+cutedsl     flashinfer      custom           custom        custom  |  custom [flag]
+cutedsl     cutedsl         -                -             -       |  cutedsl [base]
+cutedsl     cutedsl         -                -             custom  |  custom [auto]
+cutedsl     cutedsl         -                custom        -       |  custom [auto]
+cutedsl     cutedsl         -                custom        custom  |  custom [auto]
+cutedsl     cutedsl         custom           -             -       |  custom [flag]
+cutedsl     cutedsl         custom           -             custom  |  custom [flag]
+cutedsl     cutedsl         custom           custom        -       |  custom [flag]
+cutedsl     cutedsl         custom           custom        custom  |  custom [flag]
+cutedsl     helion          -                -             -       |  cutedsl [base]
+cutedsl     helion          -                -             custom  |  custom [auto]
+cutedsl     helion          -                custom        -       |  cutedsl [base]
+cutedsl     helion          -                custom        custom  |  custom [auto]
+cutedsl     helion          custom           -             -       |  custom [flag]
+cutedsl     helion          custom           -             custom  |  custom [flag]
+cutedsl     helion          custom           custom        -       |  custom [flag]
+cutedsl     helion          custom           custom        custom  |  custom [flag]
+cutedsl     custom          -                -             -       |  cutedsl [base]
+cutedsl     custom          -                -             custom  |  custom [auto]
+cutedsl     custom          -                custom        -       |  custom [auto]
+cutedsl     custom          -                custom        custom  |  custom [auto]
+cutedsl     custom          custom           -             -       |  custom [flag]
+cutedsl     custom          custom           -             custom  |  custom [flag]
+cutedsl     custom          custom           custom        -       |  custom [flag]
+cutedsl     custom          custom           custom        custom  |  custom [flag]
+helion      -               -                -             -       |  helion [base]
+helion      -               -                -             custom  |  custom [auto]
+helion      -               -                custom        -       |  helion [base]
+helion      -               -                custom        custom  |  custom [auto]
+helion      -               custom           -             -       |  custom [flag]
+helion      -               custom           -             custom  |  custom [flag]
+helion      -               custom           custom        -       |  custom [flag]
+helion      -               custom           custom        custom  |  custom [flag]
+helion      triton          -                -             -       |  helion [base]
+helion      triton          -                -             custom  |  custom [auto]
+helion      triton          -                custom        -       |  custom [auto]
+helion      triton          -                custom        custom  |  custom [auto]
+helion      triton          custom           -             -       |  custom [flag]
+helion      triton          custom           -             custom  |  custom [flag]
+helion      triton          custom           custom        -       |  custom [flag]
+helion      triton          custom           custom        custom  |  custom [flag]
+helion      flashinfer      -                -             -       |  helion [base]
+helion      flashinfer      -                -             custom  |  custom [auto]
+helion      flashinfer      -                custom        -       |  custom [auto]
+helion      flashinfer      -                custom        custom  |  custom [auto]
+helion      flashinfer      custom           -             -       |  custom [flag]
+helion      flashinfer      custom           -             custom  |  custom [flag]
+helion      flashinfer      custom           custom        -       |  custom [flag]
+helion      flashinfer      custom           custom        custom  |  custom [flag]
+helion      cutedsl         -                -             -       |  helion [base]
+helion      cutedsl         -                -             custom  |  custom [auto]
+helion      cutedsl         -                custom        -       |  custom [auto]
+helion      cutedsl         -                custom        custom  |  custom [auto]
+helion      cutedsl         custom           -             -       |  custom [flag]
+helion      cutedsl         custom           -             custom  |  custom [flag]
+helion      cutedsl         custom           custom        -       |  custom [flag]
+helion      cutedsl         custom           custom        custom  |  custom [flag]
+helion      helion          -                -             -       |  helion [base]
+helion      helion          -                -             custom  |  custom [auto]
+helion      helion          -                custom        -       |  helion [base]
+helion      helion          -                custom        custom  |  custom [auto]
+helion      helion          custom           -             -       |  custom [flag]
+helion      helion          custom           -             custom  |  custom [flag]
+helion      helion          custom           custom        -       |  custom [flag]
+helion      helion          custom           custom        custom  |  custom [flag]
+helion      custom          -                -             -       |  helion [base]
+helion      custom          -                -             custom  |  custom [auto]
+helion      custom          -                custom        -       |  custom [auto]
+helion      custom          -                custom        custom  |  custom [auto]
+helion      custom          custom           -             -       |  custom [flag]
+helion      custom          custom           -             custom  |  custom [flag]
+helion      custom          custom           custom        -       |  custom [flag]
+helion      custom          custom           custom        custom  |  custom [flag]
+custom      -               -                -             -       |  custom [base]
+custom      -               -                -             custom  |  custom [auto]
+custom      -               -                custom        -       |  custom [auto]
+custom      -               -                custom        custom  |  custom [auto]
+custom      -               custom           -             -       |  custom [flag]
+custom      -               custom           -             custom  |  custom [flag]
+custom      -               custom           custom        -       |  custom [flag]
+custom      -               custom           custom        custom  |  custom [flag]
+custom      triton          -                -             -       |  custom [base]
+custom      triton          -                -             custom  |  custom [auto]
+custom      triton          -                custom        -       |  custom [auto]
+custom      triton          -                custom        custom  |  custom [auto]
+custom      triton          custom           -             -       |  custom [flag]
+custom      triton          custom           -             custom  |  custom [flag]
+custom      triton          custom           custom        -       |  custom [flag]
+custom      triton          custom           custom        custom  |  custom [flag]
+custom      flashinfer      -                -             -       |  custom [base]
+custom      flashinfer      -                -             custom  |  custom [auto]
+custom      flashinfer      -                custom        -       |  custom [auto]
+custom      flashinfer      -                custom        custom  |  custom [auto]
+custom      flashinfer      custom           -             -       |  custom [flag]
+custom      flashinfer      custom           -             custom  |  custom [flag]
+custom      flashinfer      custom           custom        -       |  custom [flag]
+custom      flashinfer      custom           custom        custom  |  custom [flag]
+custom      cutedsl         -                -             -       |  custom [base]
+custom      cutedsl         -                -             custom  |  custom [auto]
+custom      cutedsl         -                custom        -       |  custom [auto]
+custom      cutedsl         -                custom        custom  |  custom [auto]
+custom      cutedsl         custom           -             -       |  custom [flag]
+custom      cutedsl         custom           -             custom  |  custom [flag]
+custom      cutedsl         custom           custom        -       |  custom [flag]
+custom      cutedsl         custom           custom        custom  |  custom [flag]
+custom      helion          -                -             -       |  custom [base]
+custom      helion          -                -             custom  |  custom [auto]
+custom      helion          -                custom        -       |  custom [base]
+custom      helion          -                custom        custom  |  custom [auto]
+custom      helion          custom           -             -       |  custom [flag]
+custom      helion          custom           -             custom  |  custom [flag]
+custom      helion          custom           custom        -       |  custom [flag]
+custom      helion          custom           custom        custom  |  custom [flag]
+custom      custom          -                -             -       |  custom [base]
+custom      custom          -                -             custom  |  custom [auto]
+custom      custom          -                custom        -       |  custom [auto]
+custom      custom          -                custom        custom  |  custom [auto]
+custom      custom          custom           -             -       |  custom [flag]
+custom      custom          custom           -             custom  |  custom [flag]
+custom      custom          custom           custom        -       |  custom [flag]
+custom      custom          custom           custom        custom  |  custom [flag]
+"""
+CHOICE_PREFILL_INPUTS = (
+    ("engine.backend", "enum"),
+    ("engine.decode_backend", "enum"),
+    ("engine.prefill_backend", "enum"),
+    ("auto_prefill", "enum"),
+    ("hint", "enum"),
+)
+CHOICE_PREFILL_FIELDS = (("prefill", "enum"),)
+CHOICE_PREFILL_FIXED: dict[str, Any] = {
+    "engine.verify_backend": None,
+    "engine.mode": "eager",
+    "engine.strict": False,
+    "engine.chunk": None,
+    "engine.threads": 1,
+}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"), _table(CHOICE_PREFILL_TABLE, CHOICE_PREFILL_INPUTS, CHOICE_PREFILL_FIELDS)
+)
+def test_choice_prefill_decision_table(
+    model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]
+) -> None:
+    """One row of the decision table of field prefill of stamp Choice (tests/fixtures/everything.rules:56:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values);
+    the inputs this field does not depend on are held at one value. The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**CHOICE_PREFILL_FIXED, **dict(zip([name for name, _ in CHOICE_PREFILL_INPUTS], inputs))}
+    stamp, provenance = everything.resolve_choice_with_provenance(
+        _namespace(row, "engine"),
+        auto_prefill=row["auto_prefill"],
+        hint=row["hint"],
+    )
+    env = _env(model, row)
+    env.update(
+        {
+            "auto_prefill": row["auto_prefill"],
+            "hint": row["hint"],
+        }
+    )
+    outcome = resolve_stamp(model, model.stamps["Choice"], env)
+    for (field, _), (value, tier) in zip(CHOICE_PREFILL_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+CHOICE_VERIFY_TABLE = """
+backend     decode_backend  verify_backend  mode      |  verify
+triton      -               -               eager     |  triton [const]
+triton      -               -               graph     |  triton [const]
+triton      -               -               compiled  |  triton [const]
+triton      -               triton          eager     |  triton [flag]
+triton      -               triton          graph     |  triton [flag]
+triton      -               triton          compiled  |  triton [const]
+triton      -               custom          eager     |  custom [flag]
+triton      -               custom          graph     |  custom [flag]
+triton      -               custom          compiled  |  triton [const]
+triton      triton          -               eager     |  triton [const]
+triton      triton          -               graph     |  triton [const]
+triton      triton          -               compiled  |  triton [const]
+triton      triton          triton          eager     |  triton [flag]
+triton      triton          triton          graph     |  triton [flag]
+triton      triton          triton          compiled  |  triton [const]
+triton      triton          custom          eager     |  custom [flag]
+triton      triton          custom          graph     |  custom [flag]
+triton      triton          custom          compiled  |  triton [const]
+triton      flashinfer      -               eager     |  flashinfer [follow]
+triton      flashinfer      -               graph     |  flashinfer [follow]
+triton      flashinfer      -               compiled  |  flashinfer [follow]
+triton      flashinfer      triton          eager     |  triton [flag]
+triton      flashinfer      triton          graph     |  triton [flag]
+triton      flashinfer      triton          compiled  |  flashinfer [follow]
+triton      flashinfer      custom          eager     |  custom [flag]
+triton      flashinfer      custom          graph     |  custom [flag]
+triton      flashinfer      custom          compiled  |  flashinfer [follow]
+triton      cutedsl         -               eager     |  cutedsl [follow]
+triton      cutedsl         -               graph     |  cutedsl [follow]
+triton      cutedsl         -               compiled  |  cutedsl [follow]
+triton      cutedsl         triton          eager     |  triton [flag]
+triton      cutedsl         triton          graph     |  triton [flag]
+triton      cutedsl         triton          compiled  |  cutedsl [follow]
+triton      cutedsl         custom          eager     |  custom [flag]
+triton      cutedsl         custom          graph     |  custom [flag]
+triton      cutedsl         custom          compiled  |  cutedsl [follow]
+triton      helion          -               eager     |  triton [const]
+triton      helion          -               graph     |  triton [const]
+triton      helion          -               compiled  |  triton [const]
+triton      helion          triton          eager     |  triton [flag]
+triton      helion          triton          graph     |  triton [flag]
+triton      helion          triton          compiled  |  triton [const]
+triton      helion          custom          eager     |  custom [flag]
+triton      helion          custom          graph     |  custom [flag]
+triton      helion          custom          compiled  |  triton [const]
+triton      custom          -               eager     |  triton [const]
+triton      custom          -               graph     |  triton [const]
+triton      custom          -               compiled  |  triton [const]
+triton      custom          triton          eager     |  triton [flag]
+triton      custom          triton          graph     |  triton [flag]
+triton      custom          triton          compiled  |  triton [const]
+triton      custom          custom          eager     |  custom [flag]
+triton      custom          custom          graph     |  custom [flag]
+triton      custom          custom          compiled  |  triton [const]
+flashinfer  -               -               eager     |  flashinfer [follow]
+flashinfer  -               -               graph     |  flashinfer [follow]
+flashinfer  -               -               compiled  |  flashinfer [follow]
+flashinfer  -               triton          eager     |  triton [flag]
+flashinfer  -               triton          graph     |  triton [flag]
+flashinfer  -               triton          compiled  |  flashinfer [follow]
+flashinfer  -               custom          eager     |  custom [flag]
+flashinfer  -               custom          graph     |  custom [flag]
+flashinfer  -               custom          compiled  |  flashinfer [follow]
+flashinfer  triton          -               eager     |  triton [const]
+flashinfer  triton          -               graph     |  triton [const]
+flashinfer  triton          -               compiled  |  triton [const]
+flashinfer  triton          triton          eager     |  triton [flag]
+flashinfer  triton          triton          graph     |  triton [flag]
+flashinfer  triton          triton          compiled  |  triton [const]
+flashinfer  triton          custom          eager     |  custom [flag]
+flashinfer  triton          custom          graph     |  custom [flag]
+flashinfer  triton          custom          compiled  |  triton [const]
+flashinfer  flashinfer      -               eager     |  flashinfer [follow]
+flashinfer  flashinfer      -               graph     |  flashinfer [follow]
+flashinfer  flashinfer      -               compiled  |  flashinfer [follow]
+flashinfer  flashinfer      triton          eager     |  triton [flag]
+flashinfer  flashinfer      triton          graph     |  triton [flag]
+flashinfer  flashinfer      triton          compiled  |  flashinfer [follow]
+flashinfer  flashinfer      custom          eager     |  custom [flag]
+flashinfer  flashinfer      custom          graph     |  custom [flag]
+flashinfer  flashinfer      custom          compiled  |  flashinfer [follow]
+flashinfer  cutedsl         -               eager     |  cutedsl [follow]
+flashinfer  cutedsl         -               graph     |  cutedsl [follow]
+flashinfer  cutedsl         -               compiled  |  cutedsl [follow]
+flashinfer  cutedsl         triton          eager     |  triton [flag]
+flashinfer  cutedsl         triton          graph     |  triton [flag]
+flashinfer  cutedsl         triton          compiled  |  cutedsl [follow]
+flashinfer  cutedsl         custom          eager     |  custom [flag]
+flashinfer  cutedsl         custom          graph     |  custom [flag]
+flashinfer  cutedsl         custom          compiled  |  cutedsl [follow]
+flashinfer  helion          -               eager     |  triton [const]
+flashinfer  helion          -               graph     |  triton [const]
+flashinfer  helion          -               compiled  |  triton [const]
+flashinfer  helion          triton          eager     |  triton [flag]
+flashinfer  helion          triton          graph     |  triton [flag]
+flashinfer  helion          triton          compiled  |  triton [const]
+flashinfer  helion          custom          eager     |  custom [flag]
+flashinfer  helion          custom          graph     |  custom [flag]
+flashinfer  helion          custom          compiled  |  triton [const]
+flashinfer  custom          -               eager     |  triton [const]
+flashinfer  custom          -               graph     |  triton [const]
+flashinfer  custom          -               compiled  |  triton [const]
+flashinfer  custom          triton          eager     |  triton [flag]
+flashinfer  custom          triton          graph     |  triton [flag]
+flashinfer  custom          triton          compiled  |  triton [const]
+flashinfer  custom          custom          eager     |  custom [flag]
+flashinfer  custom          custom          graph     |  custom [flag]
+flashinfer  custom          custom          compiled  |  triton [const]
+cutedsl     -               -               eager     |  cutedsl [follow]
+cutedsl     -               -               graph     |  cutedsl [follow]
+cutedsl     -               -               compiled  |  cutedsl [follow]
+cutedsl     -               triton          eager     |  triton [flag]
+cutedsl     -               triton          graph     |  triton [flag]
+cutedsl     -               triton          compiled  |  cutedsl [follow]
+cutedsl     -               custom          eager     |  custom [flag]
+cutedsl     -               custom          graph     |  custom [flag]
+cutedsl     -               custom          compiled  |  cutedsl [follow]
+cutedsl     triton          -               eager     |  triton [const]
+cutedsl     triton          -               graph     |  triton [const]
+cutedsl     triton          -               compiled  |  triton [const]
+cutedsl     triton          triton          eager     |  triton [flag]
+cutedsl     triton          triton          graph     |  triton [flag]
+cutedsl     triton          triton          compiled  |  triton [const]
+cutedsl     triton          custom          eager     |  custom [flag]
+cutedsl     triton          custom          graph     |  custom [flag]
+cutedsl     triton          custom          compiled  |  triton [const]
+cutedsl     flashinfer      -               eager     |  flashinfer [follow]
+cutedsl     flashinfer      -               graph     |  flashinfer [follow]
+cutedsl     flashinfer      -               compiled  |  flashinfer [follow]
+cutedsl     flashinfer      triton          eager     |  triton [flag]
+cutedsl     flashinfer      triton          graph     |  triton [flag]
+cutedsl     flashinfer      triton          compiled  |  flashinfer [follow]
+cutedsl     flashinfer      custom          eager     |  custom [flag]
+cutedsl     flashinfer      custom          graph     |  custom [flag]
+cutedsl     flashinfer      custom          compiled  |  flashinfer [follow]
+cutedsl     cutedsl         -               eager     |  cutedsl [follow]
+cutedsl     cutedsl         -               graph     |  cutedsl [follow]
+cutedsl     cutedsl         -               compiled  |  cutedsl [follow]
+cutedsl     cutedsl         triton          eager     |  triton [flag]
+cutedsl     cutedsl         triton          graph     |  triton [flag]
+cutedsl     cutedsl         triton          compiled  |  cutedsl [follow]
+cutedsl     cutedsl         custom          eager     |  custom [flag]
+cutedsl     cutedsl         custom          graph     |  custom [flag]
+cutedsl     cutedsl         custom          compiled  |  cutedsl [follow]
+cutedsl     helion          -               eager     |  triton [const]
+cutedsl     helion          -               graph     |  triton [const]
+cutedsl     helion          -               compiled  |  triton [const]
+cutedsl     helion          triton          eager     |  triton [flag]
+cutedsl     helion          triton          graph     |  triton [flag]
+cutedsl     helion          triton          compiled  |  triton [const]
+cutedsl     helion          custom          eager     |  custom [flag]
+cutedsl     helion          custom          graph     |  custom [flag]
+cutedsl     helion          custom          compiled  |  triton [const]
+cutedsl     custom          -               eager     |  triton [const]
+cutedsl     custom          -               graph     |  triton [const]
+cutedsl     custom          -               compiled  |  triton [const]
+cutedsl     custom          triton          eager     |  triton [flag]
+cutedsl     custom          triton          graph     |  triton [flag]
+cutedsl     custom          triton          compiled  |  triton [const]
+cutedsl     custom          custom          eager     |  custom [flag]
+cutedsl     custom          custom          graph     |  custom [flag]
+cutedsl     custom          custom          compiled  |  triton [const]
+helion      -               -               eager     |  triton [const]
+helion      -               -               graph     |  triton [const]
+helion      -               -               compiled  |  triton [const]
+helion      -               triton          eager     |  triton [flag]
+helion      -               triton          graph     |  triton [flag]
+helion      -               triton          compiled  |  triton [const]
+helion      -               custom          eager     |  custom [flag]
+helion      -               custom          graph     |  custom [flag]
+helion      -               custom          compiled  |  triton [const]
+helion      triton          -               eager     |  triton [const]
+helion      triton          -               graph     |  triton [const]
+helion      triton          -               compiled  |  triton [const]
+helion      triton          triton          eager     |  triton [flag]
+helion      triton          triton          graph     |  triton [flag]
+helion      triton          triton          compiled  |  triton [const]
+helion      triton          custom          eager     |  custom [flag]
+helion      triton          custom          graph     |  custom [flag]
+helion      triton          custom          compiled  |  triton [const]
+helion      flashinfer      -               eager     |  flashinfer [follow]
+helion      flashinfer      -               graph     |  flashinfer [follow]
+helion      flashinfer      -               compiled  |  flashinfer [follow]
+helion      flashinfer      triton          eager     |  triton [flag]
+helion      flashinfer      triton          graph     |  triton [flag]
+helion      flashinfer      triton          compiled  |  flashinfer [follow]
+helion      flashinfer      custom          eager     |  custom [flag]
+helion      flashinfer      custom          graph     |  custom [flag]
+helion      flashinfer      custom          compiled  |  flashinfer [follow]
+helion      cutedsl         -               eager     |  cutedsl [follow]
+helion      cutedsl         -               graph     |  cutedsl [follow]
+helion      cutedsl         -               compiled  |  cutedsl [follow]
+helion      cutedsl         triton          eager     |  triton [flag]
+helion      cutedsl         triton          graph     |  triton [flag]
+helion      cutedsl         triton          compiled  |  cutedsl [follow]
+helion      cutedsl         custom          eager     |  custom [flag]
+helion      cutedsl         custom          graph     |  custom [flag]
+helion      cutedsl         custom          compiled  |  cutedsl [follow]
+helion      helion          -               eager     |  triton [const]
+helion      helion          -               graph     |  triton [const]
+helion      helion          -               compiled  |  triton [const]
+helion      helion          triton          eager     |  triton [flag]
+helion      helion          triton          graph     |  triton [flag]
+helion      helion          triton          compiled  |  triton [const]
+helion      helion          custom          eager     |  custom [flag]
+helion      helion          custom          graph     |  custom [flag]
+helion      helion          custom          compiled  |  triton [const]
+helion      custom          -               eager     |  triton [const]
+helion      custom          -               graph     |  triton [const]
+helion      custom          -               compiled  |  triton [const]
+helion      custom          triton          eager     |  triton [flag]
+helion      custom          triton          graph     |  triton [flag]
+helion      custom          triton          compiled  |  triton [const]
+helion      custom          custom          eager     |  custom [flag]
+helion      custom          custom          graph     |  custom [flag]
+helion      custom          custom          compiled  |  triton [const]
+custom      -               -               eager     |  triton [const]
+custom      -               -               graph     |  triton [const]
+custom      -               -               compiled  |  triton [const]
+custom      -               triton          eager     |  triton [flag]
+custom      -               triton          graph     |  triton [flag]
+custom      -               triton          compiled  |  triton [const]
+custom      -               custom          eager     |  custom [flag]
+custom      -               custom          graph     |  custom [flag]
+custom      -               custom          compiled  |  triton [const]
+custom      triton          -               eager     |  triton [const]
+custom      triton          -               graph     |  triton [const]
+custom      triton          -               compiled  |  triton [const]
+custom      triton          triton          eager     |  triton [flag]
+custom      triton          triton          graph     |  triton [flag]
+custom      triton          triton          compiled  |  triton [const]
+custom      triton          custom          eager     |  custom [flag]
+custom      triton          custom          graph     |  custom [flag]
+custom      triton          custom          compiled  |  triton [const]
+custom      flashinfer      -               eager     |  flashinfer [follow]
+custom      flashinfer      -               graph     |  flashinfer [follow]
+custom      flashinfer      -               compiled  |  flashinfer [follow]
+custom      flashinfer      triton          eager     |  triton [flag]
+custom      flashinfer      triton          graph     |  triton [flag]
+custom      flashinfer      triton          compiled  |  flashinfer [follow]
+custom      flashinfer      custom          eager     |  custom [flag]
+custom      flashinfer      custom          graph     |  custom [flag]
+custom      flashinfer      custom          compiled  |  flashinfer [follow]
+custom      cutedsl         -               eager     |  cutedsl [follow]
+custom      cutedsl         -               graph     |  cutedsl [follow]
+custom      cutedsl         -               compiled  |  cutedsl [follow]
+custom      cutedsl         triton          eager     |  triton [flag]
+custom      cutedsl         triton          graph     |  triton [flag]
+custom      cutedsl         triton          compiled  |  cutedsl [follow]
+custom      cutedsl         custom          eager     |  custom [flag]
+custom      cutedsl         custom          graph     |  custom [flag]
+custom      cutedsl         custom          compiled  |  cutedsl [follow]
+custom      helion          -               eager     |  triton [const]
+custom      helion          -               graph     |  triton [const]
+custom      helion          -               compiled  |  triton [const]
+custom      helion          triton          eager     |  triton [flag]
+custom      helion          triton          graph     |  triton [flag]
+custom      helion          triton          compiled  |  triton [const]
+custom      helion          custom          eager     |  custom [flag]
+custom      helion          custom          graph     |  custom [flag]
+custom      helion          custom          compiled  |  triton [const]
+custom      custom          -               eager     |  triton [const]
+custom      custom          -               graph     |  triton [const]
+custom      custom          -               compiled  |  triton [const]
+custom      custom          triton          eager     |  triton [flag]
+custom      custom          triton          graph     |  triton [flag]
+custom      custom          triton          compiled  |  triton [const]
+custom      custom          custom          eager     |  custom [flag]
+custom      custom          custom          graph     |  custom [flag]
+custom      custom          custom          compiled  |  triton [const]
+"""
+CHOICE_VERIFY_INPUTS = (
+    ("engine.backend", "enum"),
+    ("engine.decode_backend", "enum"),
+    ("engine.verify_backend", "enum"),
+    ("engine.mode", "enum"),
+)
+CHOICE_VERIFY_FIELDS = (("verify", "enum"),)
+CHOICE_VERIFY_FIXED: dict[str, Any] = {
+    "engine.prefill_backend": None,
+    "engine.strict": False,
+    "engine.chunk": None,
+    "engine.threads": 1,
+    "auto_prefill": None,
+    "hint": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"), _table(CHOICE_VERIFY_TABLE, CHOICE_VERIFY_INPUTS, CHOICE_VERIFY_FIELDS)
+)
+def test_choice_verify_decision_table(model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+    """One row of the decision table of field verify of stamp Choice (tests/fixtures/everything.rules:56:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values);
+    the inputs this field does not depend on are held at one value. The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**CHOICE_VERIFY_FIXED, **dict(zip([name for name, _ in CHOICE_VERIFY_INPUTS], inputs))}
+    stamp, provenance = everything.resolve_choice_with_provenance(
+        _namespace(row, "engine"),
+        auto_prefill=row["auto_prefill"],
+        hint=row["hint"],
+    )
+    env = _env(model, row)
+    env.update(
+        {
+            "auto_prefill": row["auto_prefill"],
+            "hint": row["hint"],
+        }
+    )
+    outcome = resolve_stamp(model, model.stamps["Choice"], env)
+    for (field, _), (value, tier) in zip(CHOICE_VERIFY_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+CHOICE_THREADS_TABLE = """
+threads  |  threads
+1        |  1 [base]
+"""
+CHOICE_THREADS_INPUTS = (("engine.threads", "int"),)
+CHOICE_THREADS_FIELDS = (("threads", "int"),)
+CHOICE_THREADS_FIXED: dict[str, Any] = {
+    "engine.backend": "triton",
+    "engine.decode_backend": None,
+    "engine.prefill_backend": None,
+    "engine.verify_backend": None,
+    "engine.mode": "eager",
+    "engine.strict": False,
+    "engine.chunk": None,
+    "auto_prefill": None,
+    "hint": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"), _table(CHOICE_THREADS_TABLE, CHOICE_THREADS_INPUTS, CHOICE_THREADS_FIELDS)
+)
+def test_choice_threads_decision_table(
+    model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]
+) -> None:
+    """One row of the decision table of field threads of stamp Choice (tests/fixtures/everything.rules:56:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values);
+    the inputs this field does not depend on are held at one value. The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**CHOICE_THREADS_FIXED, **dict(zip([name for name, _ in CHOICE_THREADS_INPUTS], inputs))}
+    stamp, provenance = everything.resolve_choice_with_provenance(
+        _namespace(row, "engine"),
+        auto_prefill=row["auto_prefill"],
+        hint=row["hint"],
+    )
+    env = _env(model, row)
+    env.update(
+        {
+            "auto_prefill": row["auto_prefill"],
+            "hint": row["hint"],
+        }
+    )
+    outcome = resolve_stamp(model, model.stamps["Choice"], env)
+    for (field, _), (value, tier) in zip(CHOICE_THREADS_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+CHOICE_STRICT_TABLE = """
+mode      strict  |  strict
+eager     false   |  false [const]
+eager     true    |  false [const]
+graph     false   |  false [base]
+graph     true    |  true [base]
+compiled  false   |  false [const]
+compiled  true    |  false [const]
+"""
+CHOICE_STRICT_INPUTS = (
+    ("engine.mode", "enum"),
+    ("engine.strict", "bool"),
+)
+CHOICE_STRICT_FIELDS = (("strict", "bool"),)
+CHOICE_STRICT_FIXED: dict[str, Any] = {
+    "engine.backend": "triton",
+    "engine.decode_backend": None,
+    "engine.prefill_backend": None,
+    "engine.verify_backend": None,
+    "engine.chunk": None,
+    "engine.threads": 1,
+    "auto_prefill": None,
+    "hint": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"), _table(CHOICE_STRICT_TABLE, CHOICE_STRICT_INPUTS, CHOICE_STRICT_FIELDS)
+)
+def test_choice_strict_decision_table(model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+    """One row of the decision table of field strict of stamp Choice (tests/fixtures/everything.rules:56:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values);
+    the inputs this field does not depend on are held at one value. The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**CHOICE_STRICT_FIXED, **dict(zip([name for name, _ in CHOICE_STRICT_INPUTS], inputs))}
+    stamp, provenance = everything.resolve_choice_with_provenance(
+        _namespace(row, "engine"),
+        auto_prefill=row["auto_prefill"],
+        hint=row["hint"],
+    )
+    env = _env(model, row)
+    env.update(
+        {
+            "auto_prefill": row["auto_prefill"],
+            "hint": row["hint"],
+        }
+    )
+    outcome = resolve_stamp(model, model.stamps["Choice"], env)
+    for (field, _), (value, tier) in zip(CHOICE_STRICT_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+CHOICE_CHUNK_TABLE = """
+chunk  |  chunk
+-      |  0 [const]
+-1     |  -1 [flag]
+"""
+CHOICE_CHUNK_INPUTS = (("engine.chunk", "int"),)
+CHOICE_CHUNK_FIELDS = (("chunk", "int"),)
+CHOICE_CHUNK_FIXED: dict[str, Any] = {
+    "engine.backend": "triton",
+    "engine.decode_backend": None,
+    "engine.prefill_backend": None,
+    "engine.verify_backend": None,
+    "engine.mode": "eager",
+    "engine.strict": False,
+    "engine.threads": 1,
+    "auto_prefill": None,
+    "hint": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("inputs", "expected"), _table(CHOICE_CHUNK_TABLE, CHOICE_CHUNK_INPUTS, CHOICE_CHUNK_FIELDS)
+)
+def test_choice_chunk_decision_table(model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+    """One row of the decision table of field chunk of stamp Choice (tests/fixtures/everything.rules:56:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values);
+    the inputs this field does not depend on are held at one value. The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**CHOICE_CHUNK_FIXED, **dict(zip([name for name, _ in CHOICE_CHUNK_INPUTS], inputs))}
+    stamp, provenance = everything.resolve_choice_with_provenance(
+        _namespace(row, "engine"),
+        auto_prefill=row["auto_prefill"],
+        hint=row["hint"],
+    )
+    env = _env(model, row)
+    env.update(
+        {
+            "auto_prefill": row["auto_prefill"],
+            "hint": row["hint"],
+        }
+    )
+    outcome = resolve_stamp(model, model.stamps["Choice"], env)
+    for (field, _), (value, tier) in zip(CHOICE_CHUNK_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+def test_resolve_choice_agrees_with_the_interpreter(model: Any) -> None:
+    """resolve_choice() and resolve_choice_with_provenance() against the interpreter.
+
+    Inputs: all 8,640 rows of the abstract domain (the whole domain has 3,499,200): enum members the rules
+    never mention behave identically, so one of them stands for all, and so does one int value per
+    class of values that agree on every comparison the rules make.
+    """
+    info = model.stamps["Choice"]
+    mismatches: list[str] = []
+    for row in _rows(_RESOLVE_CHOICE_DOMAIN, "abstract"):
+        env = _env(model, row)
+        env.update(
+            {
+                "auto_prefill": row["auto_prefill"],
+                "hint": row["hint"],
+            }
+        )
+        outcome = resolve_stamp(model, info, env)
+        want = {field: outcome[field].value for field in _FIELDS_OF_CHOICE}
+        want_provenance = {field: _won(outcome[field]) for field in _FIELDS_OF_CHOICE}
+        args = (_namespace(row, "engine"),)
+        kwargs = {
+            "auto_prefill": row["auto_prefill"],
+            "hint": row["hint"],
+        }
+        stamp = everything.resolve_choice(*args, **kwargs)
+        twin, provenance = everything.resolve_choice_with_provenance(*args, **kwargs)
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_CHOICE}
+        got_provenance = {field: getattr(provenance, field) for field in _FIELDS_OF_CHOICE}
+        if got != want or twin != stamp or got_provenance != want_provenance:
+            mismatches.append(
+                f"{row}: generated {got} {got_provenance}, interpreter {want} {want_provenance}"
+            )
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+_STAMP_CHOICE_DOMAIN = _domain(
+    """
+engine.backend          enum  triton flashinfer cutedsl helion custom
+engine.decode_backend   enum  - triton flashinfer cutedsl helion custom
+engine.prefill_backend  enum  - custom
+engine.verify_backend   enum  - triton custom
+engine.mode             enum  eager graph compiled
+engine.strict           bool  false true
+engine.chunk            int   - -1
+engine.threads          int   1
+runner.family           enum  gdn kda other
+runner.sm               int   0 9 10
+runner.big              bool  false true
+hint                    enum  - custom
+"""
+)
+
+
+def test_stamp_choice_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
+    """stamp_choice(): its gates and its resolver against the interpreter; it writes no config.
+
+    Inputs: all 77,760 rows of the abstract domain (the whole domain has 10,497,600): enum members the rules
+    never mention behave identically, so one of them stands for all, and so does one int value per
+    class of values that agree on every comparison the rules make.
+    """
+    info = model.stamps["Choice"]
+    mismatches: list[str] = []
+    for row in _rows(_STAMP_CHOICE_DOMAIN, "abstract"):
+        env = _env(model, row)
+        values, _ = slot_values(
+            model,
+            info,
+            env,
+            {
+                "hint": row["hint"],
+            },
+        )
+        env.update(values)
+        outcome = resolve_stamp(model, info, env)
+        want = {field: outcome[field].value for field in _FIELDS_OF_CHOICE}
+        runner = SimpleNamespace()
+        engine = _namespace(row, "engine")
+        before = [
+            dict(vars(engine)),
+        ]
+        stamp = everything.stamp_choice(
+            runner,
+            engine=engine,
+            runner_facts=_facts(everything.RunnerFacts, "runner", row),
+            hint=row["hint"],
+        )
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_CHOICE}
+        after = [
+            dict(vars(engine)),
+        ]
+        if got != want or runner.choice is not stamp or after != before:
+            mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- stamp Other
+
+_RESOLVE_OTHER_DOMAIN = _domain(
+    """
+engine.mode  enum  eager graph compiled
+"""
+)
+
+_FIELDS_OF_OTHER = ("mode",)
+
+
+def test_require_other_fails_closed_on_an_unstamped_runner() -> None:
+    """The guard of Other (tests/fixtures/everything.rules:69:1) names the attribute, the rules line and the fix."""
+    for runner in (SimpleNamespace(), SimpleNamespace(other_stamp="mode")):
+        with pytest.raises(everything.UnstampedRunnerError) as excinfo:
+            everything.require_other(runner)
+        message = str(excinfo.value)
+        assert "other_stamp" in message and "tests/fixtures/everything.rules:69:1" in message, message
+        assert "stamp_other(runner" in message, message
+        assert isinstance(excinfo.value, AttributeError)
+
+
+def test_require_other_returns_the_stamp_of_a_stamped_runner() -> None:
+    row = next(_rows(_RESOLVE_OTHER_DOMAIN, "exhaustive"))
+    stamp = everything.resolve_other(
+        _namespace(row, "engine"),
+    )
+    assert everything.require_other(SimpleNamespace(other_stamp=stamp)) is stamp
+
+
+OTHER_TABLE = """
+mode   |  mode
+eager  |  eager [base]
+graph  |  graph [base]
+"""
+OTHER_INPUTS = (("engine.mode", "enum"),)
+OTHER_FIELDS = (("mode", "enum"),)
+OTHER_FIXED: dict[str, Any] = {}
+
+
+@pytest.mark.parametrize(("inputs", "expected"), _table(OTHER_TABLE, OTHER_INPUTS, OTHER_FIELDS))
+def test_other_decision_table(model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+    """One row of the decision table of stamp Other (tests/fixtures/everything.rules:69:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values). The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**OTHER_FIXED, **dict(zip([name for name, _ in OTHER_INPUTS], inputs))}
+    stamp, provenance = everything.resolve_other_with_provenance(
+        _namespace(row, "engine"),
+    )
+    env = _env(model, row)
+    env.update({})
+    outcome = resolve_stamp(model, model.stamps["Other"], env)
+    for (field, _), (value, tier) in zip(OTHER_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+def test_resolve_other_agrees_with_the_interpreter(model: Any) -> None:
+    """resolve_other() and resolve_other_with_provenance() against the interpreter.
+
+    Inputs: every one of the 3 rows of the whole finite input domain.
+    """
+    info = model.stamps["Other"]
+    mismatches: list[str] = []
+    for row in _rows(_RESOLVE_OTHER_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        env.update({})
+        outcome = resolve_stamp(model, info, env)
+        want = {field: outcome[field].value for field in _FIELDS_OF_OTHER}
+        want_provenance = {field: _won(outcome[field]) for field in _FIELDS_OF_OTHER}
+        args = (_namespace(row, "engine"),)
+        kwargs = {}
+        stamp = everything.resolve_other(*args, **kwargs)
+        twin, provenance = everything.resolve_other_with_provenance(*args, **kwargs)
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_OTHER}
+        got_provenance = {field: getattr(provenance, field) for field in _FIELDS_OF_OTHER}
+        if got != want or twin != stamp or got_provenance != want_provenance:
+            mismatches.append(
+                f"{row}: generated {got} {got_provenance}, interpreter {want} {want_provenance}"
+            )
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+_STAMP_OTHER_DOMAIN = _domain(
+    """
+engine.mode  enum  eager graph compiled
+"""
+)
+
+
+def test_stamp_other_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
+    """stamp_other(): its gates and its resolver against the interpreter; it writes no config.
+
+    Inputs: every one of the 3 rows of the whole finite input domain.
+    """
+    info = model.stamps["Other"]
+    mismatches: list[str] = []
+    for row in _rows(_STAMP_OTHER_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        values, _ = slot_values(model, info, env, {})
+        env.update(values)
+        outcome = resolve_stamp(model, info, env)
+        want = {field: outcome[field].value for field in _FIELDS_OF_OTHER}
+        runner = SimpleNamespace()
+        engine = _namespace(row, "engine")
+        before = [
+            dict(vars(engine)),
+        ]
+        stamp = everything.stamp_other(
+            runner,
+            engine=engine,
+        )
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_OTHER}
+        after = [
+            dict(vars(engine)),
+        ]
+        if got != want or runner.other_stamp is not stamp or after != before:
+            mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- auto big_flashinfer
+
+_BIG_FLASHINFER_DOMAIN = _domain(
+    """
+engine.prefill_backend  enum  - triton flashinfer cutedsl helion custom
+runner.family           enum  gdn kda other
+runner.sm               int   0 9 10
+runner.big              bool  false true
+"""
+)
+
+
+def test_big_flashinfer_agrees_with_the_interpreter(model: Any) -> None:
+    """auto big_flashinfer (tests/fixtures/everything.rules:52:1) against the interpreter.
+
+    Inputs: every one of the 108 rows of the whole finite input domain.
+    """
+    when, value = model.autos["big_flashinfer"].decl.when, model.autos["big_flashinfer"].decl.value.value
+    mismatches: list[str] = []
+    for row in _rows(_BIG_FLASHINFER_DOMAIN, "exhaustive"):
+        holds = eval_expr(when, _env(model, row))  # what run_gate decides, without explaining it
+        want = value if holds is True else None
+        got = _plain(
+            everything.big_flashinfer(
+                _namespace(row, "engine"), _facts(everything.RunnerFacts, "runner", row)
+            )
+        )
+        if got != want:
+            mismatches.append(f"{row}: generated {got!r}, interpreter {want!r}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- auto kda_cutedsl
+
+_KDA_CUTEDSL_DOMAIN = _domain(
+    """
+runner.family  enum  gdn kda other
+runner.sm      int   0 9 10
+"""
+)
+
+
+def test_kda_cutedsl_agrees_with_the_interpreter(model: Any) -> None:
+    """auto kda_cutedsl (tests/fixtures/everything.rules:54:1) against the interpreter.
+
+    Inputs: every one of the 9 rows of the whole finite input domain.
+    """
+    when, value = model.autos["kda_cutedsl"].decl.when, model.autos["kda_cutedsl"].decl.value.value
+    mismatches: list[str] = []
+    for row in _rows(_KDA_CUTEDSL_DOMAIN, "exhaustive"):
+        holds = eval_expr(when, _env(model, row))  # what run_gate decides, without explaining it
+        want = value if holds is True else None
+        got = _plain(everything.kda_cutedsl(_facts(everything.RunnerFacts, "runner", row)))
+        if got != want:
+            mismatches.append(f"{row}: generated {got!r}, interpreter {want!r}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- launch
+
+_LAUNCH_DOMAIN = _domain(
+    """
+engine.backend         enum  triton flashinfer cutedsl helion custom
+engine.decode_backend  enum  - triton flashinfer cutedsl helion custom
+engine.mode            enum  eager graph compiled
+engine.strict          bool  false true
+engine.chunk           int   - -1 0 64 4096
+engine.threads         int   1 2 4
+extra.pinned           enum  - triton flashinfer cutedsl helion custom
+launch.sm              int   0 9 10
+launch.debug           bool  false true
+"""
+)
+
+
+def test_launch_blocks_agree_with_the_interpreter(model: Any, quiet: None) -> None:
+    """The launch blocks, run in order as a caller does, against the interpreter.
+
+    Each block's resolutions are applied to the config before the next block runs. Compared: the leaves
+    set (and their values), or the first rule violation (message, rules line, block).
+    Inputs: every one of the 97,200 rows of the whole finite input domain.
+    """
+    statements = [stmt for launch in model.launches for stmt in launch.decl.stmts]
+    mismatches: list[str] = []
+    for row in _rows(_LAUNCH_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        normalised, outcomes, violations = run_launch(model, env)
+        applied = [
+            stmt.target.name
+            for stmt, outcome in zip(statements, outcomes)
+            if outcome.kind == "set" and outcome.status == "applied"
+        ]
+        want: Any = {name: normalised[name] for name in applied}
+        if violations:
+            want = (violations[0].message, violations[0].source, violations[0].rule)
+        config = {
+            "engine": _namespace(row, "engine"),
+            "extra": _namespace(row, "extra"),
+        }
+        got: Any = {}
+        try:
+            changes = everything.first(config["engine"], _facts(everything.LaunchFacts, "launch", row))
+            for namespace, leaves in changes.items():
+                for leaf, value in leaves.items():
+                    setattr(config[namespace], leaf, value)
+                    got[f"{namespace}.{leaf}"] = _plain(value)
+            changes = everything.second(config["engine"], config["extra"])
+            for namespace, leaves in changes.items():
+                for leaf, value in leaves.items():
+                    setattr(config[namespace], leaf, value)
+                    got[f"{namespace}.{leaf}"] = _plain(value)
+        except everything.RuleViolationError as exc:
+            got = (exc.message, exc.source, exc.rule)
+            if exc.source not in str(exc):
+                mismatches.append(f"{row}: the error does not name its rules line: {exc}")
+        if got != want:
+            mismatches.append(f"{row}: generated {got!r}, interpreter {want!r}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- validate Consumer
+
+_VALIDATE_CONSUMER_DOMAIN = _domain(
+    """
+Choice.decode   enum  triton flashinfer cutedsl helion custom
+Choice.prefill  enum  triton flashinfer cutedsl helion custom
+Choice.verify   enum  triton flashinfer cutedsl helion custom
+Choice.threads  int   1 2 4
+Choice.strict   bool  false true
+Choice.chunk    int   -1 0 64 4096
+engine.fast     bool  - false true
+runner.family   enum  gdn kda other
+runner.sm       int   0 9 10
+runner.big      bool  false true
+"""
+)
+
+
+def test_validate_consumer_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
+    """validate Consumer (tests/fixtures/everything.rules:73:1) against the interpreter: fallbacks applied, or the first violation.
+
+    Inputs: every one of the 162,000 rows of the whole finite input domain.
+    """
+    info = model.stamps["Choice"]
+    fields = [field.name for field in info.fields]
+    mismatches: list[str] = []
+    for row in _rows(_VALIDATE_CONSUMER_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        values = {field: row[f"Choice.{field}"] for field in fields}
+        replaced, _, violations = run_validate(model, "Consumer", info, values, env)
+        want: Any = replaced
+        if violations:
+            want = (violations[0].message, violations[0].source, violations[0].rule)
+        got: Any
+        try:
+            stamp = msgspec.convert(values, everything.Choice)
+            result = everything.validate_consumer(
+                stamp,
+                engine=_namespace(row, "engine"),
+                runner_facts=_facts(everything.RunnerFacts, "runner", row),
+            )
+            got = {field: _plain(getattr(result, field)) for field in fields}
+        except everything.RuleViolationError as exc:
+            got = (exc.message, exc.source, exc.rule)
+        if got != want:
+            mismatches.append(f"{row}: generated {got!r}, interpreter {want!r}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- validate PlainConsumer
+
+_VALIDATE_PLAIN_CONSUMER_DOMAIN = _domain(
+    """
+engine.mode   enum  eager graph compiled
+engine.chunk  int   - -1 0 64 4096
+"""
+)
+
+
+def test_validate_plain_consumer_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
+    """validate PlainConsumer (tests/fixtures/everything.rules:83:1) against the interpreter: fallbacks applied, or the first violation.
+
+    Inputs: every one of the 15 rows of the whole finite input domain.
+    """
+    mismatches: list[str] = []
+    for row in _rows(_VALIDATE_PLAIN_CONSUMER_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        _, _, violations = run_validate(model, "PlainConsumer", None, {}, env)
+        want: Any = None
+        if violations:
+            want = (violations[0].message, violations[0].source, violations[0].rule)
+        got: Any
+        try:
+            everything.validate_plain_consumer(engine=_namespace(row, "engine"))
+            got = None
+        except everything.RuleViolationError as exc:
+            got = (exc.message, exc.source, exc.rule)
+        if got != want:
+            mismatches.append(f"{row}: generated {got!r}, interpreter {want!r}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+'''
+
+snapshots['test_generated_output_of_fixture[injection] injection.py'] = '''# Code generated by stampgen from tests/fixtures/injection.rules. DO NOT EDIT.
+# Edit tests/fixtures/injection.rules and run `make codegen`.
+"""What tests/fixtures/injection.rules says, as plain Python: enums, facts, stamps and their resolvers, auto-default
+gates, launch-level normalisation, validations, fail-closed guards and parity checks.
+
+Every function names the rules line it implements, and every error raised here names the rules line that
+raised it. Enum-valued inputs accept members or their names; None means unset. Nothing here keeps state:
+resolving twice, or for two runners at once, gives independent results.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "Backend",
+    "LaunchFacts",
+    "P_AT_LEAST",
+    "P_REGISTRY",
+    "P_SOURCE",
+    "ParityReport",
+    "RULES_SOURCE",
+    "RuleViolationError",
+    "S",
+    "SProvenance",
+    "UnstampedRunnerError",
+    "boot",
+    "check_p",
+    "gate",
+    "require_s",
+    "resolve_s",
+    "resolve_s_with_provenance",
+    "stamp_s",
+    "validate_consumer",
+]
+
+RULES_SOURCE = "tests/fixtures/injection.rules"
+
+logger = logging.getLogger(__name__)
+
+
+class RuleViolationError(ValueError):
+    """A `forbid` or `require` rule failed.
+
+    `message` is what the user reads, `source` the rules line that says so (`rules/NAME.rules:LINE:COL`),
+    `rule` the launch or validate block it belongs to.
+    """
+
+    def __init__(self, message: str, source: str, rule: str) -> None:
+        super().__init__(f"{message} ({rule}, {source})")
+        self.message = message
+        self.source = source
+        self.rule = rule
+
+    def __reduce__(self) -> tuple[type[RuleViolationError], tuple[str, str, str]]:
+        return (type(self), (self.message, self.source, self.rule))
+
+
+class UnstampedRunnerError(AttributeError):
+    """A consumer was built on a runner without its stamp. Consumers fail closed: they never guess."""
+
+
+class Backend(str, enum.Enum):
+    """enum Backend (tests/fixtures/injection.rules:4:1)."""
+
+    TRITON = "triton"
+    FLASHINFER = "flashinfer"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def is_triton(self) -> bool:
+        return self is Backend.TRITON
+
+    def is_flashinfer(self) -> bool:
+        return self is Backend.FLASHINFER
+
+
+_BACKEND_BY_VALUE: dict[object, Backend] = {member.value: member for member in Backend}
+
+
+def _as_backend(value: object, what: str) -> Backend | None:
+    """A member or its name as a Backend; None stays None (unset); any other value is an error."""
+    if value is None:
+        return None
+    try:
+        member = _BACKEND_BY_VALUE.get(value)
+    except TypeError:  # unhashable: not a name
+        member = None
+    if member is None:
+        raise ValueError(f"{what} = {value!r} is not a Backend (one of " + "triton, flashinfer" + ")")
+    return member
+
+
+class LaunchFacts(msgspec.Struct, frozen=True):
+    """facts launch (tests/fixtures/injection.rules:12:1). What is known once per process, at launch, before any runner exists.
+
+    Enum facts accept members or their names.
+    """
+
+    sm: int  # tests/fixtures/injection.rules:13:5
+
+
+class S(msgspec.Struct, frozen=True):
+    """stamp S (tests/fixtures/injection.rules:25:1): one frozen record per runner, on runner.s.
+
+    Resolve it with resolve_s(), stamp a runner with stamp_s(), and read it
+    back through the fail-closed guard require_s(). Enum fields accept members or their names.
+    """
+
+    b: Backend
+
+    def __post_init__(self) -> None:
+        if self.b.__class__ is not Backend:
+            msgspec.structs.force_setattr(
+                self, "b", _as_backend(self.b, "S.b (tests/fixtures/injection.rules:27:5)")
+            )
+
+
+class SProvenance(msgspec.Struct, frozen=True):
+    """Why each field of a S has its value: the deciding tier as written, and its rules line."""
+
+    b: str
+
+
+def gate(cfg: Any) -> Backend | None:
+    """auto gate (tests/fixtures/injection.rules:23:1): a per-runner auto-default gate.
+
+    Yields Backend.FLASHINFER when every condition holds, else None. The value is handed to a
+    resolver as a slot and never written to process config.
+    """
+    override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
+
+    if override is None:
+        return Backend.FLASHINFER
+    return None
+
+
+def resolve_s(cfg: Any, *, d: Backend | str | None = None) -> S:
+    """Resolve a S (tests/fixtures/injection.rules:25:1) from process config and this runner\'s slots.
+
+    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
+    nothing. Each field is the value of the first tier of its chain that yields one.
+    """
+    d = _as_backend(d, "slot d (tests/fixtures/injection.rules:26:5)")
+    backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
+    if backend is None:
+        backend = Backend.TRITON
+    override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
+
+    # b = flag cfg.override > auto d > base cfg.backend
+    b: Backend
+    if override is not None:  # flag, tests/fixtures/injection.rules:27:9
+        b = override
+    elif d is not None:  # auto, tests/fixtures/injection.rules:27:29
+        b = d
+    else:  # base, tests/fixtures/injection.rules:27:38
+        b = backend
+
+    return S(b=b)
+
+
+def resolve_s_with_provenance(cfg: Any, *, d: Backend | str | None = None) -> tuple[S, SProvenance]:
+    """As resolve_s(), and also which tier decided each field, as written, with its rules line."""
+    d = _as_backend(d, "slot d (tests/fixtures/injection.rules:26:5)")
+    backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
+    if backend is None:
+        backend = Backend.TRITON
+    override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
+
+    # b = flag cfg.override > auto d > base cfg.backend
+    b: Backend
+    b_source: str
+    if override is not None:  # flag, tests/fixtures/injection.rules:27:9
+        b = override
+        b_source = "flag cfg.override (tests/fixtures/injection.rules:27:9)"
+    elif d is not None:  # auto, tests/fixtures/injection.rules:27:29
+        b = d
+        b_source = "auto d (tests/fixtures/injection.rules:27:29)"
+    else:  # base, tests/fixtures/injection.rules:27:38
+        b = backend
+        b_source = "base cfg.backend (tests/fixtures/injection.rules:27:38)"
+
+    return (
+        S(b=b),
+        SProvenance(b=b_source),
+    )
+
+
+def stamp_s(runner: Any, *, cfg: Any) -> S:
+    """Stamp runner.s with this runner\'s S (tests/fixtures/injection.rules:25:1) and return it.
+
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
+    by resolve_s_with_provenance(), set on the runner, and logged with the deciding tier of every
+    field. Writes nothing but that one runner attribute: never process config.
+    """
+    d = gate(cfg)
+    if d is not None:
+        logger.info(
+            "%s [%s]",
+            "__import__(\'os\').system(\'echo pwned\')",
+            "auto gate, tests/fixtures/injection.rules:23:1",
+        )
+    stamp, provenance = resolve_s_with_provenance(cfg, d=d)
+    runner.s = stamp
+    logger.info("runner.s = S(b=%s [%s])", stamp.b, provenance.b)
+    return stamp
+
+
+def require_s(runner: Any) -> S:
+    """The fail-closed guard of S (tests/fixtures/injection.rules:25:1).
+
+    Consumers that read the stamp through it: Consumer (tests/fixtures/injection.rules:35:1).
+    Returns runner.s; raises UnstampedRunnerError (an AttributeError) when the runner has
+    none, or holds something else under that name. There is no default stamp.
+    """
+    stamp = getattr(runner, "s", None)
+    if isinstance(stamp, S):
+        return stamp
+    found = "" if stamp is None else f" (it holds a {type(stamp).__name__}, not a S)"
+    raise UnstampedRunnerError(
+        "this runner has no `s`: it was never stamped with S (tests/fixtures/injection.rules:25:1). Call stamp_s(runner, cfg=...) before building a consumer that reads it; consumers never guess a backend"
+        + found,
+        name="s",
+    )
+
+
+def boot(cfg: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
+    """launch boot (tests/fixtures/injection.rules:16:1): process-level normalisation, once, before any runner exists.
+
+    Works on a copy of the config leaves it reads (None = unset; names or members) and returns the leaves
+    it set, per namespace ({namespace: {leaf: value}}); the caller applies them to process config. Its
+    local fields never leave it. Raises RuleViolationError, naming the rules line, at the first `forbid`
+    or `require` that fails.
+    """
+    backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
+    if backend is None:
+        backend = Backend.TRITON
+    debug: bool | None = cfg.debug
+    if debug is None:
+        debug = False
+    override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
+
+    changes: dict[str, dict[str, Any]] = {}
+    # forbid cfg.debug and launch.sm == 10 (tests/fixtures/injection.rules:17:5)
+    if debug and launch_facts.sm == 10:
+        raise RuleViolationError(
+            "quote \\" apostrophe \' triple \\"\\"\\" triple \'\'\' backslash \\\\ brace {x} {{y}} percent %s %(name)s end",
+            "tests/fixtures/injection.rules:17:5",
+            "boot",
+        )
+    # set cfg.override = flashinfer (tests/fixtures/injection.rules:19:5)
+    if launch_facts.sm == 10:
+        override = Backend.FLASHINFER
+        changes.setdefault("cfg", {})["override"] = override
+        logger.info(
+            "%s [%s]", \'"""); import os; os.system(\\\'echo pwned\\\') #\', "tests/fixtures/injection.rules:19:5"
+        )
+    # require cfg.backend != flashinfer or launch.sm == 10 (tests/fixtures/injection.rules:20:5)
+    if backend is Backend.FLASHINFER and launch_facts.sm != 10:
+        raise RuleViolationError(
+            "\'\'\'); raise SystemExit(3) #\\\\", "tests/fixtures/injection.rules:20:5", "boot"
+        )
+    return changes
+
+
+def validate_consumer(stamp: S, *, cfg: Any) -> S:
+    """validate Consumer (tests/fixtures/injection.rules:30:1): what Consumer may do with S.
+
+    Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
+    stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
+    the first `forbid` or `require` that fails.
+    """
+    backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
+    if backend is None:
+        backend = Backend.TRITON
+    debug: bool | None = cfg.debug
+    if debug is None:
+        debug = False
+
+    # fallback S.b flashinfer -> triton (tests/fixtures/injection.rules:31:5)
+    if stamp.b is Backend.FLASHINFER and backend is Backend.FLASHINFER:
+        stamp = msgspec.structs.replace(stamp, b=Backend.TRITON)
+        logger.warning(
+            "%s [%s]",
+            "f-string {__import__(\'os\')} and %d and \\\\N{BULLET}",
+            "tests/fixtures/injection.rules:31:5",
+        )
+    # forbid S.b == flashinfer and cfg.debug (tests/fixtures/injection.rules:32:5)
+    if stamp.b is Backend.FLASHINFER and debug:
+        raise RuleViolationError("LSEP:\\u2028 TAB:\\t. end", "tests/fixtures/injection.rules:32:5", "Consumer")
+    return stamp
+
+
+class ParityReport(msgspec.Struct, frozen=True):
+    """The outcome of a parity check: the (draft, target) pairs checked, and one sentence per offender."""
+
+    pairs: tuple[tuple[str, str], ...]
+    offenders: tuple[str, ...]
+
+
+P_REGISTRY = "fixture_missing_registry:REG"
+P_AT_LEAST = 1
+P_SOURCE = "tests/fixtures/injection.rules:37:1"
+_P_DRAFT = re.compile("(x\\"\\\\)|\'\'\'import os\\\\))$")
+_P_TARGETS = ("", \'"); import os #\')
+_P_EXCLUDE = ()
+_P_HOOKS = ("h",)
+
+
+def check_p(archs: Mapping[str, type]) -> ParityReport:
+    """parity p (tests/fixtures/injection.rules:37:1): drafts answer exactly the hooks their targets answer.
+
+    For each name of `archs` (sorted) that the draft pattern finds (re.search) and that is not excluded,
+    the target is the first of base + suffix present in `archs` and other than the draft itself, where
+    base is the name up to the match and the suffix "" stands for the base itself; a draft without a
+    target is skipped. For each pair, each hook is present on both classes or on neither (hasattr);
+    implementations may differ.
+    """
+    pairs: list[tuple[str, str]] = []
+    offenders: list[str] = []
+    for draft in sorted(archs):
+        if draft in _P_EXCLUDE:
+            continue
+        match = _P_DRAFT.search(draft)
+        if match is None:
+            continue
+        base = draft[: match.start()]
+        candidates = [base + suffix for suffix in _P_TARGETS]
+        target = next((name for name in candidates if name in archs and name != draft), None)
+        if target is None:
+            continue
+        pairs.append((draft, target))
+        for hook in _P_HOOKS:
+            on_draft, on_target = hasattr(archs[draft], hook), hasattr(archs[target], hook)
+            if on_draft != on_target:
+                offenders.append(
+                    f"draft {draft} {\'has\' if on_draft else \'lacks\'} {hook}, which its target {target} "
+                    f"{\'lacks\' if on_draft else \'has\'}"
+                )
+    return ParityReport(tuple(pairs), tuple(offenders))
+'''
+
+snapshots['test_generated_output_of_fixture[injection] test_injection.py'] = '''# Code generated by stampgen from tests/fixtures/injection.rules. DO NOT EDIT.
+# Edit tests/fixtures/injection.rules and run `make codegen`.
+"""Tests generated from tests/fixtures/injection.rules: the generated module generated.injection against the rules.
+
+- parity: each parity invariant over the registry it names (skipped when the registry cannot be imported);
+- guards: each guarded consumer, built on an unstamped runner, fails closed with the guard's error;
+- decision tables: each stamp's table over its abstract domain, the rows reviewers read in a diff;
+- differential: each generated function equals the interpreter (codegen/interpreter.py, the executable
+  specification) over the whole finite input domain, or over its abstraction where that domain is too
+  large to enumerate; each test's docstring says which.
+
+Enum inputs are given by name (strings); `None` (`-` in the tables) is unset.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import msgspec
+import pytest
+
+from codegen.interpreter import config_env, eval_expr, resolve_stamp, run_launch, run_validate, slot_values
+from codegen.load import load_text
+from generated import injection
+
+RULES = "tests/fixtures/injection.rules"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_SEED = 20260815
+MAX_REPORTED = 10  # mismatches listed in one failure
+
+# A value for each fact, for the facts a function does not read (they cannot change its result).
+FACT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "launch": {"sm": 0},
+}
+
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    """The rules as the interpreter reads them now; the generated module must agree with them."""
+    loaded = load_text((ROOT / RULES).read_text(encoding="utf-8"), RULES)
+    assert loaded.ok, "\\n".join(f"{d.loc}: {d.severity}: {d.message}" for d in loaded.diagnostics)
+    return loaded.model
+
+
+@pytest.fixture
+def quiet(caplog: pytest.LogCaptureFixture) -> None:
+    """Loops call the generated functions many times: keep their log lines out of the report."""
+    caplog.set_level(logging.CRITICAL, logger=injection.__name__)
+
+
+def _rows(
+    domain: tuple[tuple[str, tuple[Any, ...]], ...], mode: str, count: int = 20000
+) -> Iterator[dict[str, Any]]:
+    """Every combination of the listed values, or, for mode "sample", `count` rows drawn with a fixed seed."""
+    names = [name for name, _ in domain]
+    if mode == "sample":
+        rng = random.Random(SAMPLE_SEED)
+        for _ in range(count):
+            yield {name: rng.choice(values) for name, values in domain}
+        return
+    for values in itertools.product(*(values for _, values in domain)):
+        yield dict(zip(names, values))
+
+
+def _namespace(row: Mapping[str, Any], namespace: str) -> SimpleNamespace:
+    """A config namespace object holding the row\'s leaves of `namespace`."""
+    prefix = namespace + "."
+    return SimpleNamespace(**{name[len(prefix) :]: v for name, v in row.items() if name.startswith(prefix)})
+
+
+def _facts(cls: Any, namespace: str, row: Mapping[str, Any]) -> Any:
+    """A facts record: the row\'s facts of `namespace`, and any value for the others."""
+    prefix = namespace + "."
+    given = {name[len(prefix) :]: v for name, v in row.items() if name.startswith(prefix)}
+    return cls(**{**FACT_DEFAULTS[namespace], **given})
+
+
+def _env(model: Any, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The interpreter\'s inputs for a row: leaves left unset are not given (so their defaults apply)."""
+    return config_env(model, {name: v for name, v in row.items() if name in model.leaves and v is not None})
+
+
+def _plain(value: Any) -> Any:
+    """An enum member as its name; anything else as it is."""
+    return getattr(value, "value", value)
+
+
+def _value(kind: str, text: str) -> Any:
+    """A table cell as a value: `-` is unset; enum members stay names."""
+    if text == "-":
+        return None
+    if kind == "bool":
+        return text == "true"
+    if kind == "int":
+        return int(text)
+    return text
+
+
+def _domain(text: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """Input values, one line per input: `name kind value...` (`-` is unset)."""
+    inputs = []
+    for line in text.strip("\\n").splitlines():
+        name, kind, *values = line.split()
+        inputs.append((name, tuple(_value(kind, v) for v in values)))
+    return tuple(inputs)
+
+
+def _table(text: str, inputs: tuple[tuple[str, str], ...], fields: tuple[tuple[str, str], ...]) -> list[Any]:
+    """The rows of a decision table: its inputs, `|`, then `value [tier]` per field (`-` is unset)."""
+    lines = text.strip("\\n").splitlines()
+    columns = lines[0].split()[: len(inputs)]
+    params = []
+    for line in lines[1:]:
+        cells = line.split()
+        values = tuple(_value(kind, c) for (_, kind), c in zip(inputs, cells))
+        outcome = cells[len(inputs) + 1 :]
+        expected = tuple(
+            (_value(kind, outcome[2 * i]), outcome[2 * i + 1].strip("[]"))
+            for i, (_, kind) in enumerate(fields)
+        )
+        name = ",".join(f"{c}={v}" for c, v in zip(columns, cells) if v != "-") or "all-unset"
+        params.append(pytest.param(values, expected, id=name))
+    return params
+
+
+def _won(outcome: Any) -> str:
+    """The provenance the interpreter gives a field: the winning tier as written, and its rules line."""
+    won = next(tier for tier in outcome.tiers if tier.status == "won")
+    return f"{won.text} ({won.source})"
+
+
+# --------------------------------------------------------------------------------------------- parity p
+
+
+def test_p_parity_holds_over_the_registry() -> None:
+    """parity p (tests/fixtures/injection.rules:37:1): every draft answers exactly the hooks its target answers."""
+    module_name, _, attribute = injection.P_REGISTRY.partition(":")
+    registry = pytest.importorskip(module_name, reason=f"the registry {module_name} cannot be imported here")
+    report = injection.check_p(getattr(registry, attribute))
+    assert not report.offenders, (
+        f"parity p ({injection.P_SOURCE}) fails for "
+        f"{len(report.offenders)} of {len(report.pairs)} draft/target pairs:\\n  "
+        + "\\n  ".join(report.offenders)
+    )
+    assert len(report.pairs) >= injection.P_AT_LEAST, (
+        f"parity p ({injection.P_SOURCE}) checked {len(report.pairs)} "
+        f"draft/target pairs in {injection.P_REGISTRY}, fewer than the "
+        f"{injection.P_AT_LEAST} it requires: {report.pairs}"
+    )
+
+
+# --------------------------------------------------------------------------------------------- guards
+
+
+@pytest.mark.parametrize(
+    ("module_name", "consumer", "attribute", "source"),
+    [
+        pytest.param(
+            "fixture_missing_module", "Consumer", "s", "tests/fixtures/injection.rules:35:1", id="Consumer"
+        ),
+    ],
+)
+def test_a_guarded_consumer_on_an_unstamped_runner_fails_closed(
+    module_name: str, consumer: str, attribute: str, source: str
+) -> None:
+    """A consumer the rules guard, built on a runner without its stamp, raises the guard\'s error."""
+    module = pytest.importorskip(module_name, reason=f"{module_name} cannot be imported here")
+    cls = getattr(module, consumer, None)
+    assert cls is not None, f"{module_name} has no {consumer}, which {source} guards"
+    with pytest.raises(injection.UnstampedRunnerError) as excinfo:
+        cls(SimpleNamespace())
+    assert attribute in str(excinfo.value), f"{consumer} on an unstamped runner: {excinfo.value}"
+
+
+# --------------------------------------------------------------------------------------------- stamp S
+
+_RESOLVE_S_DOMAIN = _domain(
+    """
+cfg.backend   enum  triton flashinfer
+cfg.override  enum  - triton flashinfer
+d             enum  - triton flashinfer
+"""
+)
+
+_FIELDS_OF_S = ("b",)
+
+
+def test_require_s_fails_closed_on_an_unstamped_runner() -> None:
+    """The guard of S (tests/fixtures/injection.rules:25:1) names the attribute, the rules line and the fix."""
+    for runner in (SimpleNamespace(), SimpleNamespace(s="b")):
+        with pytest.raises(injection.UnstampedRunnerError) as excinfo:
+            injection.require_s(runner)
+        message = str(excinfo.value)
+        assert "s" in message and "tests/fixtures/injection.rules:25:1" in message, message
+        assert "stamp_s(runner" in message, message
+        assert isinstance(excinfo.value, AttributeError)
+
+
+def test_require_s_returns_the_stamp_of_a_stamped_runner() -> None:
+    row = next(_rows(_RESOLVE_S_DOMAIN, "exhaustive"))
+    stamp = injection.resolve_s(
+        _namespace(row, "cfg"),
+    )
+    assert injection.require_s(SimpleNamespace(s=stamp)) is stamp
+
+
+S_TABLE = """
+backend     override    d           |  b
+triton      -           -           |  triton [base]
+triton      -           flashinfer  |  flashinfer [auto]
+triton      flashinfer  -           |  flashinfer [flag]
+triton      flashinfer  flashinfer  |  flashinfer [flag]
+flashinfer  -           -           |  flashinfer [base]
+flashinfer  -           flashinfer  |  flashinfer [auto]
+flashinfer  flashinfer  -           |  flashinfer [flag]
+flashinfer  flashinfer  flashinfer  |  flashinfer [flag]
+"""
+S_INPUTS = (
+    ("cfg.backend", "enum"),
+    ("cfg.override", "enum"),
+    ("d", "enum"),
+)
+S_FIELDS = (("b", "enum"),)
+S_FIXED: dict[str, Any] = {}
+
+
+@pytest.mark.parametrize(("inputs", "expected"), _table(S_TABLE, S_INPUTS, S_FIELDS))
+def test_s_decision_table(model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+    """One row of the decision table of stamp S (tests/fixtures/injection.rules:25:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values). The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**S_FIXED, **dict(zip([name for name, _ in S_INPUTS], inputs))}
+    stamp, provenance = injection.resolve_s_with_provenance(
+        _namespace(row, "cfg"),
+        d=row["d"],
+    )
+    env = _env(model, row)
+    env.update(
+        {
+            "d": row["d"],
+        }
+    )
+    outcome = resolve_stamp(model, model.stamps["S"], env)
+    for (field, _), (value, tier) in zip(S_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+def test_resolve_s_agrees_with_the_interpreter(model: Any) -> None:
+    """resolve_s() and resolve_s_with_provenance() against the interpreter.
+
+    Inputs: every one of the 18 rows of the whole finite input domain.
+    """
+    info = model.stamps["S"]
+    mismatches: list[str] = []
+    for row in _rows(_RESOLVE_S_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        env.update(
+            {
+                "d": row["d"],
+            }
+        )
+        outcome = resolve_stamp(model, info, env)
+        want = {field: outcome[field].value for field in _FIELDS_OF_S}
+        want_provenance = {field: _won(outcome[field]) for field in _FIELDS_OF_S}
+        args = (_namespace(row, "cfg"),)
+        kwargs = {
+            "d": row["d"],
+        }
+        stamp = injection.resolve_s(*args, **kwargs)
+        twin, provenance = injection.resolve_s_with_provenance(*args, **kwargs)
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_S}
+        got_provenance = {field: getattr(provenance, field) for field in _FIELDS_OF_S}
+        if got != want or twin != stamp or got_provenance != want_provenance:
+            mismatches.append(
+                f"{row}: generated {got} {got_provenance}, interpreter {want} {want_provenance}"
+            )
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+_STAMP_S_DOMAIN = _domain(
+    """
+cfg.backend   enum  triton flashinfer
+cfg.override  enum  - triton flashinfer
+"""
+)
+
+
+def test_stamp_s_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
+    """stamp_s(): its gates and its resolver against the interpreter; it writes no config.
+
+    Inputs: every one of the 6 rows of the whole finite input domain.
+    """
+    info = model.stamps["S"]
+    mismatches: list[str] = []
+    for row in _rows(_STAMP_S_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        values, _ = slot_values(model, info, env, {})
+        env.update(values)
+        outcome = resolve_stamp(model, info, env)
+        want = {field: outcome[field].value for field in _FIELDS_OF_S}
+        runner = SimpleNamespace()
+        cfg = _namespace(row, "cfg")
+        before = [
+            dict(vars(cfg)),
+        ]
+        stamp = injection.stamp_s(
+            runner,
+            cfg=cfg,
+        )
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_S}
+        after = [
+            dict(vars(cfg)),
+        ]
+        if got != want or runner.s is not stamp or after != before:
+            mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- auto gate
+
+_GATE_DOMAIN = _domain(
+    """
+cfg.override  enum  - triton flashinfer
+"""
+)
+
+
+def test_gate_agrees_with_the_interpreter(model: Any) -> None:
+    """auto gate (tests/fixtures/injection.rules:23:1) against the interpreter.
+
+    Inputs: every one of the 3 rows of the whole finite input domain.
+    """
+    when, value = model.autos["gate"].decl.when, model.autos["gate"].decl.value.value
+    mismatches: list[str] = []
+    for row in _rows(_GATE_DOMAIN, "exhaustive"):
+        holds = eval_expr(when, _env(model, row))  # what run_gate decides, without explaining it
+        want = value if holds is True else None
+        got = _plain(injection.gate(_namespace(row, "cfg")))
+        if got != want:
+            mismatches.append(f"{row}: generated {got!r}, interpreter {want!r}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- launch
+
+_LAUNCH_DOMAIN = _domain(
+    """
+cfg.backend   enum  triton flashinfer
+cfg.debug     bool  false true
+cfg.override  enum  - triton flashinfer
+launch.sm     int   0 10
+"""
+)
+
+
+def test_launch_blocks_agree_with_the_interpreter(model: Any, quiet: None) -> None:
+    """The launch blocks, run in order as a caller does, against the interpreter.
+
+    Each block's resolutions are applied to the config before the next block runs. Compared: the leaves
+    set (and their values), or the first rule violation (message, rules line, block).
+    Inputs: every one of the 24 rows of the whole finite input domain.
+    """
+    statements = [stmt for launch in model.launches for stmt in launch.decl.stmts]
+    mismatches: list[str] = []
+    for row in _rows(_LAUNCH_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        normalised, outcomes, violations = run_launch(model, env)
+        applied = [
+            stmt.target.name
+            for stmt, outcome in zip(statements, outcomes)
+            if outcome.kind == "set" and outcome.status == "applied"
+        ]
+        want: Any = {name: normalised[name] for name in applied}
+        if violations:
+            want = (violations[0].message, violations[0].source, violations[0].rule)
+        config = {
+            "cfg": _namespace(row, "cfg"),
+        }
+        got: Any = {}
+        try:
+            changes = injection.boot(config["cfg"], _facts(injection.LaunchFacts, "launch", row))
+            for namespace, leaves in changes.items():
+                for leaf, value in leaves.items():
+                    setattr(config[namespace], leaf, value)
+                    got[f"{namespace}.{leaf}"] = _plain(value)
+        except injection.RuleViolationError as exc:
+            got = (exc.message, exc.source, exc.rule)
+            if exc.source not in str(exc):
+                mismatches.append(f"{row}: the error does not name its rules line: {exc}")
+        if got != want:
+            mismatches.append(f"{row}: generated {got!r}, interpreter {want!r}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+# --------------------------------------------------------------------------------------------- validate Consumer
+
+_VALIDATE_CONSUMER_DOMAIN = _domain(
+    """
+S.b          enum  triton flashinfer
+cfg.backend  enum  triton flashinfer
+cfg.debug    bool  false true
+"""
+)
+
+
+def test_validate_consumer_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
+    """validate Consumer (tests/fixtures/injection.rules:30:1) against the interpreter: fallbacks applied, or the first violation.
+
+    Inputs: every one of the 8 rows of the whole finite input domain.
+    """
+    info = model.stamps["S"]
+    fields = [field.name for field in info.fields]
+    mismatches: list[str] = []
+    for row in _rows(_VALIDATE_CONSUMER_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        values = {field: row[f"S.{field}"] for field in fields}
+        replaced, _, violations = run_validate(model, "Consumer", info, values, env)
+        want: Any = replaced
+        if violations:
+            want = (violations[0].message, violations[0].source, violations[0].rule)
+        got: Any
+        try:
+            stamp = msgspec.convert(values, injection.S)
+            result = injection.validate_consumer(stamp, cfg=_namespace(row, "cfg"))
+            got = {field: _plain(getattr(result, field)) for field in fields}
+        except injection.RuleViolationError as exc:
+            got = (exc.message, exc.source, exc.rule)
+        if got != want:
+            mismatches.append(f"{row}: generated {got!r}, interpreter {want!r}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+'''
+
+snapshots['test_generated_output_of_fixture[minimal] minimal.py'] = '''# Code generated by stampgen from tests/fixtures/minimal.rules. DO NOT EDIT.
+# Edit tests/fixtures/minimal.rules and run `make codegen`.
+"""What tests/fixtures/minimal.rules says, as plain Python: enums, facts, stamps and their resolvers, auto-default
+gates, launch-level normalisation, validations, fail-closed guards and parity checks.
+
+Every function names the rules line it implements, and every error raised here names the rules line that
+raised it. Enum-valued inputs accept members or their names; None means unset. Nothing here keeps state:
+resolving twice, or for two runners at once, gives independent results.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Any
+
+import msgspec
+
+__all__ = [
+    "Kernel",
+    "Pick",
+    "PickProvenance",
+    "RULES_SOURCE",
+    "RuleViolationError",
+    "UnstampedRunnerError",
+    "require_pick",
+    "resolve_pick",
+    "resolve_pick_with_provenance",
+    "stamp_pick",
+]
+
+RULES_SOURCE = "tests/fixtures/minimal.rules"
+
+logger = logging.getLogger(__name__)
+
+
+class RuleViolationError(ValueError):
+    """A `forbid` or `require` rule failed.
+
+    `message` is what the user reads, `source` the rules line that says so (`rules/NAME.rules:LINE:COL`),
+    `rule` the launch or validate block it belongs to.
+    """
+
+    def __init__(self, message: str, source: str, rule: str) -> None:
+        super().__init__(f"{message} ({rule}, {source})")
+        self.message = message
+        self.source = source
+        self.rule = rule
+
+    def __reduce__(self) -> tuple[type[RuleViolationError], tuple[str, str, str]]:
+        return (type(self), (self.message, self.source, self.rule))
+
+
+class UnstampedRunnerError(AttributeError):
+    """A consumer was built on a runner without its stamp. Consumers fail closed: they never guess."""
+
+
+class Kernel(str, enum.Enum):
+    """enum Kernel (tests/fixtures/minimal.rules:4:1)."""
+
+    NAIVE = "naive"
+    FUSED = "fused"
+
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def is_naive(self) -> bool:
+        return self is Kernel.NAIVE
+
+    def is_fused(self) -> bool:
+        return self is Kernel.FUSED
+
+
+_KERNEL_BY_VALUE: dict[object, Kernel] = {member.value: member for member in Kernel}
+
+
+def _as_kernel(value: object, what: str) -> Kernel | None:
+    """A member or its name as a Kernel; None stays None (unset); any other value is an error."""
+    if value is None:
+        return None
+    try:
+        member = _KERNEL_BY_VALUE.get(value)
+    except TypeError:  # unhashable: not a name
+        member = None
+    if member is None:
+        raise ValueError(f"{what} = {value!r} is not a Kernel (one of " + "naive, fused" + ")")
+    return member
+
+
+class Pick(msgspec.Struct, frozen=True):
+    """stamp Pick (tests/fixtures/minimal.rules:11:1): one frozen record per runner, on runner.pick.
+
+    Resolve it with resolve_pick(), stamp a runner with stamp_pick(), and read it
+    back through the fail-closed guard require_pick(). Enum fields accept members or their names.
+    """
+
+    kernel: Kernel
+
+    def __post_init__(self) -> None:
+        if self.kernel.__class__ is not Kernel:
+            msgspec.structs.force_setattr(
+                self, "kernel", _as_kernel(self.kernel, "Pick.kernel (tests/fixtures/minimal.rules:12:5)")
+            )
+
+
+class PickProvenance(msgspec.Struct, frozen=True):
+    """Why each field of a Pick has its value: the deciding tier as written, and its rules line."""
+
+    kernel: str
+
+
+def resolve_pick(settings: Any) -> Pick:
+    """Resolve a Pick (tests/fixtures/minimal.rules:11:1) from process config and this runner\'s slots.
+
+    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
+    nothing. Each field is the value of the first tier of its chain that yields one.
+    """
+    kernel: Kernel | None = _as_kernel(settings.kernel, "settings.kernel (tests/fixtures/minimal.rules:7:5)")
+    if kernel is None:
+        kernel = Kernel.NAIVE
+    kernel_override: Kernel | None = _as_kernel(
+        settings.kernel_override, "settings.kernel_override (tests/fixtures/minimal.rules:8:5)"
+    )
+
+    # kernel = flag settings.kernel_override > base settings.kernel
+    kernel_: Kernel
+    if kernel_override is not None:  # flag, tests/fixtures/minimal.rules:12:14
+        kernel_ = kernel_override
+    else:  # base, tests/fixtures/minimal.rules:12:46
+        kernel_ = kernel
+
+    return Pick(kernel=kernel_)
+
+
+def resolve_pick_with_provenance(settings: Any) -> tuple[Pick, PickProvenance]:
+    """As resolve_pick(), and also which tier decided each field, as written, with its rules line."""
+    kernel: Kernel | None = _as_kernel(settings.kernel, "settings.kernel (tests/fixtures/minimal.rules:7:5)")
+    if kernel is None:
+        kernel = Kernel.NAIVE
+    kernel_override: Kernel | None = _as_kernel(
+        settings.kernel_override, "settings.kernel_override (tests/fixtures/minimal.rules:8:5)"
+    )
+
+    # kernel = flag settings.kernel_override > base settings.kernel
+    kernel_: Kernel
+    kernel__source: str
+    if kernel_override is not None:  # flag, tests/fixtures/minimal.rules:12:14
+        kernel_ = kernel_override
+        kernel__source = "flag settings.kernel_override (tests/fixtures/minimal.rules:12:14)"
+    else:  # base, tests/fixtures/minimal.rules:12:46
+        kernel_ = kernel
+        kernel__source = "base settings.kernel (tests/fixtures/minimal.rules:12:46)"
+
+    return (
+        Pick(kernel=kernel_),
+        PickProvenance(kernel=kernel__source),
+    )
+
+
+def stamp_pick(runner: Any, *, settings: Any) -> Pick:
+    """Stamp runner.pick with this runner\'s Pick (tests/fixtures/minimal.rules:11:1) and return it.
+
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
+    by resolve_pick_with_provenance(), set on the runner, and logged with the deciding tier of every
+    field. Writes nothing but that one runner attribute: never process config.
+    """
+    stamp, provenance = resolve_pick_with_provenance(settings)
+    runner.pick = stamp
+    logger.info("runner.pick = Pick(kernel=%s [%s])", stamp.kernel, provenance.kernel)
+    return stamp
+
+
+def require_pick(runner: Any) -> Pick:
+    """The fail-closed guard of Pick (tests/fixtures/minimal.rules:11:1).
+
+    Returns runner.pick; raises UnstampedRunnerError (an AttributeError) when the runner has
+    none, or holds something else under that name. There is no default stamp.
+    """
+    stamp = getattr(runner, "pick", None)
+    if isinstance(stamp, Pick):
+        return stamp
+    found = "" if stamp is None else f" (it holds a {type(stamp).__name__}, not a Pick)"
+    raise UnstampedRunnerError(
+        "this runner has no `pick`: it was never stamped with Pick (tests/fixtures/minimal.rules:11:1). Call stamp_pick(runner, settings=...) before building a consumer that reads it; consumers never guess a backend"
+        + found,
+        name="pick",
+    )
+'''
+
+snapshots['test_generated_output_of_fixture[minimal] test_minimal.py'] = '''# Code generated by stampgen from tests/fixtures/minimal.rules. DO NOT EDIT.
+# Edit tests/fixtures/minimal.rules and run `make codegen`.
+"""Tests generated from tests/fixtures/minimal.rules: the generated module generated.minimal against the rules.
+
+- parity: each parity invariant over the registry it names (skipped when the registry cannot be imported);
+- guards: each guarded consumer, built on an unstamped runner, fails closed with the guard's error;
+- decision tables: each stamp's table over its abstract domain, the rows reviewers read in a diff;
+- differential: each generated function equals the interpreter (codegen/interpreter.py, the executable
+  specification) over the whole finite input domain, or over its abstraction where that domain is too
+  large to enumerate; each test's docstring says which.
+
+Enum inputs are given by name (strings); `None` (`-` in the tables) is unset.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from codegen.interpreter import config_env, resolve_stamp, slot_values
+from codegen.load import load_text
+from generated import minimal
+
+RULES = "tests/fixtures/minimal.rules"
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_SEED = 20260815
+MAX_REPORTED = 10  # mismatches listed in one failure
+
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    """The rules as the interpreter reads them now; the generated module must agree with them."""
+    loaded = load_text((ROOT / RULES).read_text(encoding="utf-8"), RULES)
+    assert loaded.ok, "\\n".join(f"{d.loc}: {d.severity}: {d.message}" for d in loaded.diagnostics)
+    return loaded.model
+
+
+@pytest.fixture
+def quiet(caplog: pytest.LogCaptureFixture) -> None:
+    """Loops call the generated functions many times: keep their log lines out of the report."""
+    caplog.set_level(logging.CRITICAL, logger=minimal.__name__)
+
+
+def _rows(
+    domain: tuple[tuple[str, tuple[Any, ...]], ...], mode: str, count: int = 20000
+) -> Iterator[dict[str, Any]]:
+    """Every combination of the listed values, or, for mode "sample", `count` rows drawn with a fixed seed."""
+    names = [name for name, _ in domain]
+    if mode == "sample":
+        rng = random.Random(SAMPLE_SEED)
+        for _ in range(count):
+            yield {name: rng.choice(values) for name, values in domain}
+        return
+    for values in itertools.product(*(values for _, values in domain)):
+        yield dict(zip(names, values))
+
+
+def _namespace(row: Mapping[str, Any], namespace: str) -> SimpleNamespace:
+    """A config namespace object holding the row\'s leaves of `namespace`."""
+    prefix = namespace + "."
+    return SimpleNamespace(**{name[len(prefix) :]: v for name, v in row.items() if name.startswith(prefix)})
+
+
+def _env(model: Any, row: Mapping[str, Any]) -> dict[str, Any]:
+    """The interpreter\'s inputs for a row: leaves left unset are not given (so their defaults apply)."""
+    return config_env(model, {name: v for name, v in row.items() if name in model.leaves and v is not None})
+
+
+def _plain(value: Any) -> Any:
+    """An enum member as its name; anything else as it is."""
+    return getattr(value, "value", value)
+
+
+def _value(kind: str, text: str) -> Any:
+    """A table cell as a value: `-` is unset; enum members stay names."""
+    if text == "-":
+        return None
+    if kind == "bool":
+        return text == "true"
+    if kind == "int":
+        return int(text)
+    return text
+
+
+def _domain(text: str) -> tuple[tuple[str, tuple[Any, ...]], ...]:
+    """Input values, one line per input: `name kind value...` (`-` is unset)."""
+    inputs = []
+    for line in text.strip("\\n").splitlines():
+        name, kind, *values = line.split()
+        inputs.append((name, tuple(_value(kind, v) for v in values)))
+    return tuple(inputs)
+
+
+def _table(text: str, inputs: tuple[tuple[str, str], ...], fields: tuple[tuple[str, str], ...]) -> list[Any]:
+    """The rows of a decision table: its inputs, `|`, then `value [tier]` per field (`-` is unset)."""
+    lines = text.strip("\\n").splitlines()
+    columns = lines[0].split()[: len(inputs)]
+    params = []
+    for line in lines[1:]:
+        cells = line.split()
+        values = tuple(_value(kind, c) for (_, kind), c in zip(inputs, cells))
+        outcome = cells[len(inputs) + 1 :]
+        expected = tuple(
+            (_value(kind, outcome[2 * i]), outcome[2 * i + 1].strip("[]"))
+            for i, (_, kind) in enumerate(fields)
+        )
+        name = ",".join(f"{c}={v}" for c, v in zip(columns, cells) if v != "-") or "all-unset"
+        params.append(pytest.param(values, expected, id=name))
+    return params
+
+
+def _won(outcome: Any) -> str:
+    """The provenance the interpreter gives a field: the winning tier as written, and its rules line."""
+    won = next(tier for tier in outcome.tiers if tier.status == "won")
+    return f"{won.text} ({won.source})"
+
+
+# --------------------------------------------------------------------------------------------- stamp Pick
+
+_RESOLVE_PICK_DOMAIN = _domain(
+    """
+settings.kernel           enum  naive fused
+settings.kernel_override  enum  - naive fused
+"""
+)
+
+_FIELDS_OF_PICK = ("kernel",)
+
+
+def test_require_pick_fails_closed_on_an_unstamped_runner() -> None:
+    """The guard of Pick (tests/fixtures/minimal.rules:11:1) names the attribute, the rules line and the fix."""
+    for runner in (SimpleNamespace(), SimpleNamespace(pick="kernel")):
+        with pytest.raises(minimal.UnstampedRunnerError) as excinfo:
+            minimal.require_pick(runner)
+        message = str(excinfo.value)
+        assert "pick" in message and "tests/fixtures/minimal.rules:11:1" in message, message
+        assert "stamp_pick(runner" in message, message
+        assert isinstance(excinfo.value, AttributeError)
+
+
+def test_require_pick_returns_the_stamp_of_a_stamped_runner() -> None:
+    row = next(_rows(_RESOLVE_PICK_DOMAIN, "exhaustive"))
+    stamp = minimal.resolve_pick(
+        _namespace(row, "settings"),
+    )
+    assert minimal.require_pick(SimpleNamespace(pick=stamp)) is stamp
+
+
+PICK_TABLE = """
+kernel  kernel_override  |  kernel
+naive   -                |  naive [base]
+naive   fused            |  fused [flag]
+fused   -                |  fused [base]
+fused   fused            |  fused [flag]
+"""
+PICK_INPUTS = (
+    ("settings.kernel", "enum"),
+    ("settings.kernel_override", "enum"),
+)
+PICK_FIELDS = (("kernel", "enum"),)
+PICK_FIXED: dict[str, Any] = {}
+
+
+@pytest.mark.parametrize(("inputs", "expected"), _table(PICK_TABLE, PICK_INPUTS, PICK_FIELDS))
+def test_pick_decision_table(model: Any, inputs: tuple[Any, ...], expected: tuple[Any, ...]) -> None:
+    """One row of the decision table of stamp Pick (tests/fixtures/minimal.rules:11:1).
+
+    The rows cover its abstract domain: for each input, unset (if it may be), every value the rules
+    mention for it, and one value they never mention (standing for all such values). The generated resolver, its
+    provenance and the interpreter must all give the row's value and deciding tier.
+    """
+    row = {**PICK_FIXED, **dict(zip([name for name, _ in PICK_INPUTS], inputs))}
+    stamp, provenance = minimal.resolve_pick_with_provenance(
+        _namespace(row, "settings"),
+    )
+    env = _env(model, row)
+    env.update({})
+    outcome = resolve_stamp(model, model.stamps["Pick"], env)
+    for (field, _), (value, tier) in zip(PICK_FIELDS, expected):
+        assert _plain(getattr(stamp, field)) == value, (
+            f"{field}: generated {getattr(stamp, field)!r}, table {value!r}"
+        )
+        assert (outcome[field].value, outcome[field].tier) == (value, tier), (
+            f"{field}: the rules now give {outcome[field].value!r} [{outcome[field].tier}], the table says "
+            f"{value!r} [{tier}]; run `make codegen` and review the table diff"
+        )
+        assert getattr(provenance, field) == _won(outcome[field])
+
+
+def test_resolve_pick_agrees_with_the_interpreter(model: Any) -> None:
+    """resolve_pick() and resolve_pick_with_provenance() against the interpreter.
+
+    Inputs: every one of the 6 rows of the whole finite input domain.
+    """
+    info = model.stamps["Pick"]
+    mismatches: list[str] = []
+    for row in _rows(_RESOLVE_PICK_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        env.update({})
+        outcome = resolve_stamp(model, info, env)
+        want = {field: outcome[field].value for field in _FIELDS_OF_PICK}
+        want_provenance = {field: _won(outcome[field]) for field in _FIELDS_OF_PICK}
+        args = (_namespace(row, "settings"),)
+        kwargs = {}
+        stamp = minimal.resolve_pick(*args, **kwargs)
+        twin, provenance = minimal.resolve_pick_with_provenance(*args, **kwargs)
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_PICK}
+        got_provenance = {field: getattr(provenance, field) for field in _FIELDS_OF_PICK}
+        if got != want or twin != stamp or got_provenance != want_provenance:
+            mismatches.append(
+                f"{row}: generated {got} {got_provenance}, interpreter {want} {want_provenance}"
+            )
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+
+
+_STAMP_PICK_DOMAIN = _domain(
+    """
+settings.kernel           enum  naive fused
+settings.kernel_override  enum  - naive fused
+"""
+)
+
+
+def test_stamp_pick_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
+    """stamp_pick(): its gates and its resolver against the interpreter; it writes no config.
+
+    Inputs: every one of the 6 rows of the whole finite input domain.
+    """
+    info = model.stamps["Pick"]
+    mismatches: list[str] = []
+    for row in _rows(_STAMP_PICK_DOMAIN, "exhaustive"):
+        env = _env(model, row)
+        values, _ = slot_values(model, info, env, {})
+        env.update(values)
+        outcome = resolve_stamp(model, info, env)
+        want = {field: outcome[field].value for field in _FIELDS_OF_PICK}
+        runner = SimpleNamespace()
+        settings = _namespace(row, "settings")
+        before = [
+            dict(vars(settings)),
+        ]
+        stamp = minimal.stamp_pick(
+            runner,
+            settings=settings,
+        )
+        got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_PICK}
+        after = [
+            dict(vars(settings)),
+        ]
+        if got != want or runner.pick is not stamp or after != before:
+            mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
+            if len(mismatches) >= MAX_REPORTED:
+                break
+    assert not mismatches, "generated != interpreter:\\n  " + "\\n  ".join(mismatches)
+'''

@@ -1,0 +1,398 @@
+"""`run_generate`: what it writes, what it refuses, and what `--check` says (codegen/generate.py, writer.py)."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from codegen import generate, writer
+from codegen.generate import run_generate
+
+REPO = Path(__file__).resolve().parents[1]
+SHIPPED = REPO / "rules" / "linear_attn.rules"
+FIXTURES = REPO / "tests" / "fixtures"
+MARKER = re.compile(r"^# Code generated .* DO NOT EDIT\.$")
+
+
+def gen(*paths: str, out_dir: str = "generated", check: bool = False) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = run_generate(list(paths), out_dir, check, out=out, err=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def snapshot_dir(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())} if path.exists() else {}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A scratch repository: rules/linear_attn.rules and rules/minimal.rules, the working directory."""
+    (tmp_path / "rules").mkdir()
+    shutil.copy(SHIPPED, tmp_path / "rules" / "linear_attn.rules")
+    shutil.copy(FIXTURES / "minimal.rules", tmp_path / "rules" / "minimal.rules")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+# --------------------------------------------------------------------------------------------- what it writes
+
+
+def test_generate_writes_the_module_its_tests_and_a_manifest(workspace: Path) -> None:
+    status, out, err = gen("rules/linear_attn.rules")
+    assert (status, err) == (0, "")
+    assert out == "generated: 2 written, 0 removed\n"
+    assert sorted(p.name for p in (workspace / "generated").iterdir()) == [
+        "MANIFEST.json",
+        "linear_attn.py",
+        "test_linear_attn.py",
+    ]
+    manifest = writer.read_manifest(workspace / "generated")
+    assert manifest is not None and sorted(manifest.files) == ["linear_attn.py", "test_linear_attn.py"]
+    for name, entry in manifest.files.items():
+        assert entry.sha256 == writer.sha256((workspace / "generated" / name).read_text(encoding="utf-8"))
+        assert entry.source == "rules/linear_attn.rules"
+
+
+def test_every_generated_file_says_it_is_generated_and_from_which_rules(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    for name in ("linear_attn", "minimal"):
+        for file in (f"{name}.py", f"test_{name}.py"):
+            first, second = (workspace / "generated" / file).read_text(encoding="utf-8").splitlines()[:2]
+            assert MARKER.match(first) and f"from rules/{name}.rules." in first, first
+            assert second == f"# Edit rules/{name}.rules and run `make codegen`."
+
+
+def test_generated_files_hold_no_timestamps_or_versions(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules")[0] == 0
+    for file in ("linear_attn.py", "test_linear_attn.py"):
+        text = (workspace / "generated" / file).read_text(encoding="utf-8")
+        assert not re.search(r"20\d\d-\d\d-\d\d|\d\d:\d\d:\d\d|version|ruff 0\.|stampgen 0\.", text, re.I), (
+            file
+        )
+
+
+def test_a_second_run_is_quiet_and_rewrites_nothing(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules")[0] == 0
+    before = {p.name: p.stat().st_mtime_ns for p in (workspace / "generated").iterdir()}
+    assert gen("rules/linear_attn.rules") == (0, "", "")
+    assert {p.name: p.stat().st_mtime_ns for p in (workspace / "generated").iterdir()} == before
+
+
+def test_only_changed_files_are_rewritten(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    before = {p.name: p.stat().st_mtime_ns for p in (workspace / "generated").iterdir()}
+    rules = workspace / "rules" / "minimal.rules"
+    rules.write_text(rules.read_text().replace("kernel: Kernel = naive", "kernel: Kernel = fused"))
+    status, out, _ = gen("rules/linear_attn.rules", "rules/minimal.rules")
+    assert status == 0 and out == "generated: 2 written, 0 removed\n"
+    after = {p.name: p.stat().st_mtime_ns for p in (workspace / "generated").iterdir()}
+    assert after["linear_attn.py"] == before["linear_attn.py"]
+    assert after["minimal.py"] != before["minimal.py"]
+
+
+def test_the_output_folder_is_created_when_missing(workspace: Path) -> None:
+    assert gen("rules/minimal.rules", out_dir="out/deep")[0] == 0
+    assert (workspace / "out" / "deep" / "minimal.py").is_file()
+    assert "from out.deep import minimal" in (workspace / "out" / "deep" / "test_minimal.py").read_text()
+
+
+# --------------------------------------------------------------------------------------------- what it refuses
+
+
+def test_rules_with_errors_print_diagnostics_and_write_nothing(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    before = snapshot_dir(workspace / "generated")
+    rules = workspace / "rules" / "minimal.rules"
+    rules.write_text(rules.read_text().replace("base settings.kernel", "base settings.kernal"))
+    status, out, err = gen("rules/linear_attn.rules", "rules/minimal.rules")
+    assert status == 1 and out == ""
+    assert re.search(r"^rules/minimal\.rules:\d+:\d+: error: ", err, re.M), err
+    assert "Traceback" not in err
+    assert snapshot_dir(workspace / "generated") == before
+
+
+def test_rules_with_errors_do_not_create_the_output_folder(workspace: Path) -> None:
+    (workspace / "rules" / "broken.rules").write_text("enum {")
+    status, _, err = gen("rules/broken.rules")
+    assert status == 1 and "rules/broken.rules:1:" in err
+    assert not (workspace / "generated").exists()
+
+
+def test_a_missing_rules_file_is_an_error_not_a_traceback(workspace: Path) -> None:
+    status, _, err = gen("rules/nope.rules")
+    assert status == 1 and "rules/nope.rules:1:1: error: cannot read the file" in err
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("test_things.rules", "starts with neither `_` nor `test`"),
+        ("my-rules.rules", "must be a Python name"),
+        ("class.rules", "not a keyword"),
+    ],
+)
+def test_a_rules_file_whose_name_cannot_be_a_module_is_refused(workspace: Path, name: str, why: str) -> None:
+    shutil.copy(FIXTURES / "minimal.rules", workspace / "rules" / name)
+    status, _, err = gen(f"rules/{name}")
+    assert status == 1 and why in err and not (workspace / "generated").exists()
+
+
+def test_two_rules_files_with_one_name_are_refused(workspace: Path) -> None:
+    (workspace / "other").mkdir()
+    shutil.copy(FIXTURES / "minimal.rules", workspace / "other" / "minimal.rules")
+    status, _, err = gen("rules/minimal.rules", "other/minimal.rules")
+    assert status == 1 and "would both generate minimal.py" in err
+
+
+def test_unowned_files_are_never_overwritten(workspace: Path) -> None:
+    (workspace / "generated").mkdir()
+    (workspace / "generated" / "minimal.py").write_text("# hand-written, precious\n")
+    status, _, err = gen("rules/minimal.rules")
+    assert status == 1 and "refusing to overwrite" in err and "minimal.py" in err
+    assert (workspace / "generated" / "minimal.py").read_text() == "# hand-written, precious\n"
+    assert not (workspace / "generated" / "test_minimal.py").exists()
+
+
+def test_a_file_with_the_stampgen_header_is_adopted_even_without_a_manifest(workspace: Path) -> None:
+    assert gen("rules/minimal.rules")[0] == 0
+    (workspace / "generated" / "MANIFEST.json").unlink()
+    (workspace / "generated" / "minimal.py").write_text(
+        "# Code generated by stampgen from rules/minimal.rules. DO NOT EDIT.\nstale = True\n"
+    )
+    assert gen("rules/minimal.rules")[0] == 0
+    assert "stale = True" not in (workspace / "generated" / "minimal.py").read_text()
+
+
+def test_a_corrupt_manifest_is_an_error(workspace: Path) -> None:
+    assert gen("rules/minimal.rules")[0] == 0
+    (workspace / "generated" / "MANIFEST.json").write_text("{not json")
+    status, _, err = gen("rules/minimal.rules")
+    assert status == 1 and "is not a stampgen manifest" in err
+
+
+def test_a_manifest_naming_a_path_outside_the_folder_is_refused(workspace: Path) -> None:
+    assert gen("rules/minimal.rules")[0] == 0
+    manifest = workspace / "generated" / "MANIFEST.json"
+    manifest.write_text(manifest.read_text().replace('"minimal.py"', '"../rules/minimal.rules"'))
+    status, _, err = gen("rules/minimal.rules")
+    assert status == 1 and "not a file name inside" in err
+    assert (workspace / "rules" / "minimal.rules").exists()
+
+
+# --------------------------------------------------------------------------------------------- stale outputs
+
+
+def test_renaming_a_rules_file_removes_the_outputs_it_owned(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    (workspace / "rules" / "minimal.rules").rename(workspace / "rules" / "smallest.rules")
+    status, out, _ = gen("rules/linear_attn.rules", "rules/smallest.rules")
+    assert status == 0 and out == "generated: 2 written, 2 removed\n"
+    names = sorted(p.name for p in (workspace / "generated").iterdir())
+    assert names == [
+        "MANIFEST.json",
+        "linear_attn.py",
+        "smallest.py",
+        "test_linear_attn.py",
+        "test_smallest.py",
+    ]
+
+
+def test_removal_never_touches_files_it_does_not_own(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    (workspace / "generated" / "__init__.py").write_text("")
+    (workspace / "generated" / "notes.py").write_text("# mine\n")
+    (workspace / "rules" / "minimal.rules").unlink()
+    assert gen("rules/linear_attn.rules")[0] == 0
+    assert (workspace / "generated" / "__init__.py").exists()
+    assert (workspace / "generated" / "notes.py").read_text() == "# mine\n"
+    assert not (workspace / "generated" / "minimal.py").exists()
+
+
+# --------------------------------------------------------------------------------------------- --check
+
+
+def test_check_on_fresh_output_is_silent(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules")[0] == 0
+    assert gen("rules/linear_attn.rules", check=True) == (0, "", "")
+
+
+def test_check_prints_a_diff_writes_nothing_and_fails_when_stale(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    before = snapshot_dir(workspace / "generated")
+    rules = workspace / "rules" / "minimal.rules"
+    rules.write_text(rules.read_text().replace("kernel: Kernel = naive", "kernel: Kernel = fused"))
+    status, out, err = gen("rules/linear_attn.rules", "rules/minimal.rules", check=True)
+    assert status == 1
+    assert "--- a/generated/minimal.py\n+++ b/generated/minimal.py\n" in out
+    assert re.search(r"^-\s+kernel = Kernel.NAIVE$", out, re.M) and re.search(
+        r"^\+\s+kernel = Kernel.FUSED$", out, re.M
+    )
+    assert "linear_attn.py" not in out.split("MANIFEST.json")[0]
+    assert "stale" in err and "make codegen" in err
+    assert snapshot_dir(workspace / "generated") == before
+
+
+def test_check_catches_a_hand_edit(workspace: Path) -> None:
+    assert gen("rules/minimal.rules")[0] == 0
+    target = workspace / "generated" / "minimal.py"
+    target.write_text(target.read_text() + "# sneaky\n")
+    status, out, _ = gen("rules/minimal.rules", check=True)
+    assert status == 1 and "-# sneaky" in out
+    assert target.read_text().endswith("# sneaky\n")
+
+
+def test_check_lists_files_it_would_remove(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    status, out, _ = gen("rules/linear_attn.rules", check=True)
+    assert status == 1
+    assert "would remove generated/minimal.py\n" in out and "would remove generated/test_minimal.py\n" in out
+    assert (workspace / "generated" / "minimal.py").exists()
+
+
+def test_check_on_a_missing_output_shows_new_files(workspace: Path) -> None:
+    status, out, _ = gen("rules/minimal.rules", check=True)
+    assert status == 1 and "--- /dev/null\n+++ b/generated/minimal.py\n" in out
+    assert not (workspace / "generated").exists()
+
+
+def test_check_fails_when_only_the_generator_changed(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The manifest records what produced the output; a new generator means `make codegen` again."""
+    assert gen("rules/minimal.rules")[0] == 0
+    monkeypatch.setattr(generate, "compute_fingerprint", lambda *a: "0" * 64)
+    status, out, err = gen("rules/minimal.rules", check=True)
+    assert status == 1 and "MANIFEST.json" in out and "minimal.py" not in out.replace("MANIFEST.json", "")
+    assert (
+        gen("rules/minimal.rules")[1]
+        == "generated: MANIFEST.json updated (generator changed, output identical)\n"
+    )
+
+
+def test_check_uses_the_manifest_hashes_before_rendering(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert gen("rules/minimal.rules")[0] == 0
+
+    def no_rendering(*args: object) -> None:
+        raise AssertionError("rendered although the manifest says the output is fresh")
+
+    monkeypatch.setattr(generate, "render_outputs", no_rendering)
+    assert gen("rules/minimal.rules", check=True) == (0, "", "")
+
+
+# --------------------------------------------------------------------------------------------- atomic writes
+
+
+def test_a_failure_in_the_middle_of_writing_leaves_the_output_as_it_was(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    before = snapshot_dir(workspace / "generated")
+    (workspace / "rules" / "minimal.rules").rename(workspace / "rules" / "renamed.rules")
+    rules = workspace / "rules" / "linear_attn.rules"
+    rules.write_text(rules.read_text().replace("linear_replayssm_cache_len: int in {0, 1, 16} = 16",
+                                               "linear_replayssm_cache_len: int in {0, 1, 16} = 1"))  # fmt: skip
+    calls = {"n": 0}
+    real_replace = os.replace
+
+    def failing_replace(src: str, dst: str) -> None:
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise OSError(28, "No space left on device")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(writer.os, "replace", failing_replace)
+    status, _, err = gen("rules/linear_attn.rules", "rules/renamed.rules")
+    monkeypatch.undo()
+    assert status == 1 and "No space left on device" in err and "Traceback" not in err
+    assert snapshot_dir(workspace / "generated") == before  # restored, and no temporary files left behind
+
+
+def test_a_failure_while_staging_leaves_no_trace(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_mkstemp = writer.tempfile.mkstemp
+    calls = {"n": 0}
+
+    def failing_mkstemp(*args: object, **kwargs: object) -> tuple[int, str]:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise PermissionError(13, "Permission denied")
+        return real_mkstemp(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writer.tempfile, "mkstemp", failing_mkstemp)
+    status, _, err = gen("rules/minimal.rules")
+    assert status == 1 and "Permission denied" in err
+    assert not (workspace / "generated").exists()
+
+
+def test_written_files_get_ordinary_permissions(workspace: Path) -> None:
+    assert gen("rules/minimal.rules")[0] == 0
+    mask = os.umask(0)
+    os.umask(mask)
+    assert (workspace / "generated" / "minimal.py").stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+# --------------------------------------------------------------------------------------------- determinism
+
+
+def _generate_in_subprocess(root: Path, order: list[str], seed: str) -> dict[str, bytes]:
+    shutil.rmtree(root / "generated", ignore_errors=True)
+    code = f"import sys; from codegen.generate import run_generate; raise SystemExit(run_generate({order!r}))"
+    env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(REPO)}
+    subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=True, capture_output=True)
+    return snapshot_dir(root / "generated")
+
+
+def test_output_is_byte_identical_across_hash_seeds_and_file_order(workspace: Path) -> None:
+    shutil.copy(FIXTURES / "everything.rules", workspace / "rules" / "everything.rules")
+    files = ["rules/everything.rules", "rules/linear_attn.rules", "rules/minimal.rules"]
+    first = _generate_in_subprocess(workspace, files, "0")
+    second = _generate_in_subprocess(workspace, list(reversed(files)), "4242")
+    assert len(first) == 7 and first == second
+
+
+def test_output_does_not_depend_on_the_users_ruff_config(workspace: Path) -> None:
+    assert gen("rules/minimal.rules")[0] == 0
+    expected = snapshot_dir(workspace / "generated")
+    (workspace / "ruff.toml").write_text('line-length = 60\n[format]\nquote-style = "single"\n')
+    (workspace / "pyproject.toml").write_text("[tool.ruff]\nline-length = 70\n")
+    shutil.rmtree(workspace / "generated")
+    assert gen("rules/minimal.rules")[0] == 0
+    assert snapshot_dir(workspace / "generated") == expected
+
+
+# --------------------------------------------------------------------------------------------- the repository
+
+
+def test_the_repository_output_is_fresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make codegen-check`: generated/ is what the rules and the generator produce now."""
+    monkeypatch.chdir(REPO)
+    status, out, err = gen(check=True)
+    assert status == 0, f"generated/ is stale; run `make codegen`\n{err}{out[:4000]}"
+
+
+def test_the_formatter_is_the_pinned_ruff() -> None:
+    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'"ruff=={generate.RUFF_VERSION}"' in pyproject
+
+
+def test_the_fingerprint_covers_every_module_the_generator_runs(workspace: Path) -> None:
+    code = (
+        "import sys; from codegen.generate import run_generate; run_generate(['rules/minimal.rules']); "
+        "print(' '.join(sorted(m for m in sys.modules if m.startswith('codegen.'))))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=workspace, env=env, capture_output=True, text=True
+    )
+    modules = proc.stdout.splitlines()[-1].split() if proc.stdout else []
+    assert modules, proc.stderr
+    covered = {Path(p).stem for p in generate.GENERATOR_SOURCES if p.startswith("codegen/")}
+    assert {m.split(".", 1)[1] for m in modules} <= covered
