@@ -1489,11 +1489,17 @@ def _table(
     fixed: list[tuple[str, Any]],
 ) -> DecisionTable:
     names = [i.name for i in inputs]
+    defaults = interpreter.config_env(model, {})  # what config_env gives every leaf that is not given
     rows = []
     for values in itertools.product(*(i.values for i in inputs)):
         row = {**dict(fixed), **dict(zip(names, values))}
-        env = interpreter.config_env(
-            model, {n: v for n, v in row.items() if n in model.leaves and v is not None}
+        env = dict(defaults)
+        env.update(
+            {
+                n: interpreter.coerce(model.leaves[n].type, v)
+                for n, v in row.items()
+                if n in model.leaves and v is not None
+            }
         )
         env.update({s.name: row[s.name] for s in info.slots})
         outcome = interpreter.resolve_stamp(model, info, env)
