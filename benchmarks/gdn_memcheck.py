@@ -1,0 +1,58 @@
+"""Small cases of every GDN kernel, to run under `compute-sanitizer --tool memcheck` on a GPU.
+
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py
+
+Covers our Triton prefill / decode / verify and the FlashInfer adapters (when flashinfer imports), with
+padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, GQA
+heads and the Qwen3-Next head geometry. Each case also checks the result against the torch reference, so
+a clean memcheck run is also a correct one. Not a test: it needs the GPU and the sanitizer.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kernels"))
+
+from gdn_inputs import clone_inputs, make_inputs, rel_rmse  # noqa: E402
+
+from kernels import gdn  # noqa: E402
+
+CASES = [
+    # phase, shapes, extra
+    ("prefill", dict(N=3, H=2, HV=4, K=64, V=64, seqlens=[64, 1, 200]), {}),
+    ("prefill", dict(N=4, H=16, HV=32, K=128, V=128, seqlens=[0, 65, 130, 7], pad=1), {}),
+    ("decode", dict(N=5, H=2, HV=4, K=64, V=64, pad=2), {}),
+    ("decode", dict(N=8, H=16, HV=32, K=128, V=128, pad=1), {}),
+    ("verify", dict(N=3, H=2, HV=4, K=64, V=64, D=4, pad=1), {}),
+    ("verify", dict(N=4, H=16, HV=32, K=128, V=128, D=4, pad=1), {}),
+]
+
+
+def main() -> int:
+    backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
+    failures = 0
+    for phase, shapes, _ in CASES:
+        inputs = make_inputs(phase, dtype=torch.bfloat16, device="cuda", seed=7, **shapes)
+        ref_inputs = clone_inputs(inputs)
+        ref = getattr(gdn, phase)(**ref_inputs, backend="torch")
+        for backend in backends:
+            if backend == "flashinfer" and (shapes["K"] != 128 or shapes["V"] != 128):
+                continue  # FlashInfer's GDN kernels are built for 128-wide heads only
+            run = clone_inputs(inputs)
+            out = getattr(gdn, phase)(**run, backend=backend)
+            torch.cuda.synchronize()
+            err = rel_rmse(out.float(), ref.float())
+            ok = err <= 1e-2
+            failures += not ok
+            print(f"{phase:8s} {backend:10s} {shapes} rel_rmse={err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+    print("memcheck cases done", "with failures" if failures else "clean")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
