@@ -127,3 +127,19 @@ def rel_rmse(x: torch.Tensor, ref: torch.Tensor) -> float:
     if torch.isnan(x64).any():
         return float("nan")
     return err / scale if scale > 0 else err
+
+
+def capture_cuda_graph(fn):
+    """Warm up ``fn`` on a side stream (compiles its kernels), then capture it into a CUDA graph.
+
+    Returns (graph, the tensors the captured call returned); ``graph.replay()`` refills them.
+    """
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = fn()
+    return graph, out

@@ -7,7 +7,7 @@ a looser check against the fp32 values the bf16 inputs were rounded from adds th
 
 import pytest
 import torch
-from gdn_inputs import clone_inputs, make_inputs, rel_rmse
+from gdn_inputs import capture_cuda_graph, clone_inputs, make_inputs, rel_rmse
 
 from kernels import gdn
 
@@ -81,23 +81,10 @@ def test_padding_sequences_get_zero_output_and_keep_the_pool_at_qwen3_next_shape
             assert torch.equal(bf16["state_pool"][slot], pool_before[slot])
 
 
-def _capture(fn):
-    """Warm up (compiles the kernels) on a side stream, then capture ``fn`` into a CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
-
-
 def test_a_fixed_varlen_batch_is_captured_and_replayed_in_a_cuda_graph():
     bf16, _, _ = _bf16_and_reference_inputs([100, 156, 64, 1], seed=11)
     pool0 = bf16["state_pool"].clone()
-    graph, o_graph = _capture(lambda: gdn.prefill(**bf16, backend="triton"))
+    graph, o_graph = capture_cuda_graph(lambda: gdn.prefill(**bf16, backend="triton"))
 
     # New values in the captured buffers, the pool reset: a replay must equal an eager call.
     fresh, _, _ = _bf16_and_reference_inputs([100, 156, 64, 1], seed=12)

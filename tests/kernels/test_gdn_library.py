@@ -3,7 +3,7 @@ traceable by ``torch.compile(fullgraph=True)``, and (GPU) capturable in a CUDA g
 
 import pytest
 import torch
-from gdn_inputs import clone_inputs, make_inputs
+from gdn_inputs import capture_cuda_graph, clone_inputs, make_inputs
 
 import kernels.gdn.library  # noqa: F401  (registers torch.ops.stampgen.gdn_*)
 from kernels import gdn
@@ -87,26 +87,13 @@ def test_a_compiled_fullgraph_function_calling_the_ops_matches_eager():
 # ----------------------------------------------------------------------------------------------- GPU
 
 
-def _capture(fn):
-    """Warm up on a side stream (compiles the kernel), then capture ``fn`` into a CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("phase", ["decode", "verify"])
 def test_the_op_captured_in_a_cuda_graph_replays_like_eager_calls(phase):
     backend = "triton"
     shape = dict(N=8, H=4, HV=8, K=128, V=128, D=3 if phase == "verify" else None, pad=2)
     static = make_inputs(phase, **shape, dtype=torch.bfloat16, device="cuda", seed=10)
-    graph, o_static = _capture(lambda: _op(phase)(*_op_args(phase, static), backend=backend))
+    graph, o_static = capture_cuda_graph(lambda: _op(phase)(*_op_args(phase, static), backend=backend))
 
     for seed in (11, 12):  # each replay on new inputs, slots and pool contents
         fresh = make_inputs(phase, **shape, dtype=torch.bfloat16, device="cuda", seed=seed)

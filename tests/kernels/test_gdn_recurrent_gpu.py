@@ -6,7 +6,7 @@ The reference is the torch backend on the fp32 inputs the bf16 ones were rounded
 
 import pytest
 import torch
-from gdn_inputs import clone_inputs, make_inputs, rel_rmse
+from gdn_inputs import capture_cuda_graph, clone_inputs, make_inputs, rel_rmse
 
 from kernels import gdn
 
@@ -46,19 +46,6 @@ def test_verify_with_bf16_inputs_matches_the_fp32_reference_at_qwen3_next_shapes
     assert torch.equal(bf16["state_pool"], pool_before)
 
 
-def _capture(fn):
-    """Warm up (compiles the kernel) on a side stream, then capture ``fn`` into a CUDA graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = fn()
-    return graph, out
-
-
 def _refill(static: dict, fresh: dict) -> None:
     for name, t in fresh.items():
         static[name].copy_(t)
@@ -69,7 +56,7 @@ def test_phase_captured_in_a_cuda_graph_replays_with_new_inputs(phase):
     shape = dict(N=8, H=4, HV=8, K=128, V=128, D=3 if phase == "verify" else None, pad=2)
     static = make_inputs(phase, **shape, dtype=torch.bfloat16, device="cuda", seed=1)
     run = getattr(gdn, phase)
-    graph, o_static = _capture(lambda: run(**static, backend="triton"))
+    graph, o_static = capture_cuda_graph(lambda: run(**static, backend="triton"))
 
     for seed in (2, 3):  # two replays, each on new q/k/v/g/beta, slots and pool contents
         fresh = make_inputs(phase, **shape, dtype=torch.bfloat16, device="cuda", seed=seed)
