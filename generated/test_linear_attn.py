@@ -241,6 +241,7 @@ def test_require_linear_attn_backends_returns_the_stamp_of_a_stamped_runner() ->
     row = next(_rows(_RESOLVE_LINEAR_ATTN_BACKENDS_DOMAIN, "exhaustive"))
     stamp = linear_attn.resolve_linear_attn_backends(
         _namespace(row, "mamba"),
+        prefill_default=row["prefill_default"],
     )
     assert linear_attn.require_linear_attn_backends(SimpleNamespace(linear_attn_backends=stamp)) is stamp
 

@@ -3,7 +3,8 @@
 tests/fixtures/everything.rules uses every construct (open and closed enums, config and facts, two launch
 blocks with set/local/forbid/require, auto gates, slots with and without gates, every tier kind with
 `when`, validate blocks with and without a stamp, guards, parity); minimal.rules uses almost none;
-injection.rules puts hostile text in every string position. Each is generated into a scratch repository
+edges.rules holds the corner cases (blocks that read nothing, a gate that reads nothing, an int slot,
+members named like Enum attributes); injection.rules puts hostile text in every string position. Each is generated into a scratch repository
 (next to a consumer module and a registry for the guard and parity tests), then:
 ruff check and mypy --strict must pass, and the generated tests must pass against the interpreter.
 """
@@ -24,7 +25,7 @@ from codegen.generate import run_generate
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 VENV_BIN = Path(sys.executable).parent
-NAMES = ("everything", "injection", "minimal")
+NAMES = ("edges", "everything", "injection", "minimal")
 
 CONSUMERS = '''\
 """The consumers tests/fixtures/everything.rules guards: they read the stamp through the guard only."""

@@ -17,7 +17,7 @@ from codegen.load import load
 from tests.snapshot import assert_match
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURES = ("everything", "injection", "minimal")
+FIXTURES = ("edges", "everything", "injection", "minimal")
 
 
 @pytest.fixture
