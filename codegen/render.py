@@ -16,6 +16,7 @@ import functools
 import itertools
 import keyword
 import re
+import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1515,6 +1516,18 @@ def _table(
     )
 
 
+def wrap(text: str, width: int = 100, indent: str = "    ") -> str:
+    """A paragraph of a docstring or comment, wrapped between words (never inside a name or a path)."""
+    lines = textwrap.wrap(text, width=width, break_long_words=False, break_on_hyphens=False)
+    return ("\n" + indent).join(lines)
+
+
+def comment(text: str, indent: str = "    ", width: int = 106) -> str:
+    """A `# ...` comment of one or more lines (text built from names and literals only, never strings)."""
+    lines = textwrap.wrap(text, width=width - 2, break_long_words=False, break_on_hyphens=False)
+    return ("\n" + indent).join("# " + line for line in lines)
+
+
 def signature(positional: Sequence[Param], keyword: Sequence[Param] = ()) -> str:
     """A parameter list: positional parameters, then `*` and the keyword-only ones (if any)."""
     parts = [str(p) for p in positional]
@@ -1535,6 +1548,8 @@ def environment() -> jinja2.Environment:
     )
     env.filters["py"] = py_str
     env.filters["pyrepr"] = repr
+    env.filters["wrap"] = wrap
+    env.filters["comment"] = comment
     env.globals["signature"] = signature
     return env
 

@@ -79,7 +79,10 @@ class UnstampedRunnerError(AttributeError):
 
 
 class LinearAttnKernelBackend(str, enum.Enum):
-    """enum LinearAttnKernelBackend (rules/linear_attn.rules:18:1). Open: a name it does not list becomes LinearAttnKernelBackend.CUSTOM."""
+    """enum LinearAttnKernelBackend (rules/linear_attn.rules:18:1).
+
+    Open: a name it does not list becomes LinearAttnKernelBackend.CUSTOM, never an error.
+    """
 
     TRITON = "triton"
     CUTEDSL = "cutedsl"
@@ -140,7 +143,9 @@ _LINEAR_ATTN_KERNEL_BACKEND_BY_VALUE: dict[object, LinearAttnKernelBackend] = {
 
 
 def _as_linear_attn_kernel_backend(value: object) -> LinearAttnKernelBackend | None:
-    """A member or its name as a LinearAttnKernelBackend; None stays None (unset); any other name is CUSTOM."""
+    """A config value as a LinearAttnKernelBackend: a member or its name; None stays None (unset), any
+    other name becomes CUSTOM.
+    """
     if value is None:
         return None
     try:
@@ -185,7 +190,9 @@ _MODEL_FAMILY_BY_VALUE: dict[object, ModelFamily] = {member.value: member for me
 
 
 def _as_model_family(value: object, what: str) -> ModelFamily | None:
-    """A member or its name as a ModelFamily; None stays None (unset); any other value is an error."""
+    """A config value as a ModelFamily: a member or its name; None stays None (unset), anything else is an
+    error naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -225,7 +232,9 @@ _STATE_DTYPE_BY_VALUE: dict[object, StateDtype] = {member.value: member for memb
 
 
 def _as_state_dtype(value: object, what: str) -> StateDtype | None:
-    """A member or its name as a StateDtype; None stays None (unset); any other value is an error."""
+    """A config value as a StateDtype: a member or its name; None stays None (unset), anything else is an
+    error naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -267,7 +276,9 @@ _PLATFORM_BY_VALUE: dict[object, Platform] = {member.value: member for member in
 
 
 def _as_platform(value: object, what: str) -> Platform | None:
-    """A member or its name as a Platform; None stays None (unset); any other value is an error."""
+    """A config value as a Platform: a member or its name; None stays None (unset), anything else is an
+    error naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -321,7 +332,9 @@ _SPECULATIVE_ALGORITHM_BY_VALUE: dict[object, SpeculativeAlgorithm] = {
 
 
 def _as_speculative_algorithm(value: object, what: str) -> SpeculativeAlgorithm | None:
-    """A member or its name as a SpeculativeAlgorithm; None stays None (unset); any other value is an error."""
+    """A config value as a SpeculativeAlgorithm: a member or its name; None stays None (unset), anything
+    else is an error naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -361,7 +374,9 @@ _RADIX_STRATEGY_BY_VALUE: dict[object, RadixStrategy] = {member.value: member fo
 
 
 def _as_radix_strategy(value: object, what: str) -> RadixStrategy | None:
-    """A member or its name as a RadixStrategy; None stays None (unset); any other value is an error."""
+    """A config value as a RadixStrategy: a member or its name; None stays None (unset), anything else is
+    an error naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -403,7 +418,9 @@ _DISAGGREGATION_MODE_BY_VALUE: dict[object, DisaggregationMode] = {
 
 
 def _as_disaggregation_mode(value: object, what: str) -> DisaggregationMode | None:
-    """A member or its name as a DisaggregationMode; None stays None (unset); any other value is an error."""
+    """A config value as a DisaggregationMode: a member or its name; None stays None (unset), anything else
+    is an error naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -441,7 +458,9 @@ _CUDA_GRAPH_MODE_BY_VALUE: dict[object, CudaGraphMode] = {member.value: member f
 
 
 def _as_cuda_graph_mode(value: object, what: str) -> CudaGraphMode | None:
-    """A member or its name as a CudaGraphMode; None stays None (unset); any other value is an error."""
+    """A config value as a CudaGraphMode: a member or its name; None stays None (unset), anything else is
+    an error naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -454,7 +473,10 @@ def _as_cuda_graph_mode(value: object, what: str) -> CudaGraphMode | None:
 
 
 class AttentionBackend(str, enum.Enum):
-    """enum AttentionBackend (rules/linear_attn.rules:32:1). Open: a name it does not list becomes AttentionBackend.OTHER."""
+    """enum AttentionBackend (rules/linear_attn.rules:32:1).
+
+    Open: a name it does not list becomes AttentionBackend.OTHER, never an error.
+    """
 
     TRITON = "triton"
     TRTLLM_MHA = "trtllm_mha"
@@ -499,7 +521,9 @@ _ATTENTION_BACKEND_BY_VALUE: dict[object, AttentionBackend] = {
 
 
 def _as_attention_backend(value: object) -> AttentionBackend | None:
-    """A member or its name as a AttentionBackend; None stays None (unset); any other name is OTHER."""
+    """A config value as a AttentionBackend: a member or its name; None stays None (unset), any other name
+    becomes OTHER.
+    """
     if value is None:
         return None
     try:
@@ -509,9 +533,10 @@ def _as_attention_backend(value: object) -> AttentionBackend | None:
 
 
 class LaunchFacts(msgspec.Struct, frozen=True):
-    """facts launch (rules/linear_attn.rules:65:1). What is known once per process, at launch, before any runner exists.
+    """facts launch (rules/linear_attn.rules:65:1).
 
-    Enum facts accept members or their names.
+    What is known once per process, at launch, before any runner exists. Enum facts accept members or
+    their names.
     """
 
     sm: int  # rules/linear_attn.rules:66:5
@@ -520,9 +545,9 @@ class LaunchFacts(msgspec.Struct, frozen=True):
 
 
 class RunnerFacts(msgspec.Struct, frozen=True):
-    """facts runner (rules/linear_attn.rules:73:1). What the caller knows about one runner when it builds it.
+    """facts runner (rules/linear_attn.rules:73:1).
 
-    Enum facts accept members or their names.
+    What the caller knows about one runner when it builds it. Enum facts accept members or their names.
     """
 
     family: ModelFamily  # rules/linear_attn.rules:74:5
@@ -555,10 +580,11 @@ class RunnerFacts(msgspec.Struct, frozen=True):
 
 
 class LinearAttnBackends(msgspec.Struct, frozen=True):
-    """stamp LinearAttnBackends (rules/linear_attn.rules:183:1): one frozen record per runner, on runner.linear_attn_backends.
+    """stamp LinearAttnBackends (rules/linear_attn.rules:183:1): one frozen record per runner.
 
-    Resolve it with resolve_linear_attn_backends(), stamp a runner with stamp_linear_attn_backends(), and read it
-    back through the fail-closed guard require_linear_attn_backends(). Enum fields accept members or their names.
+    It lives on runner.linear_attn_backends. Resolve it with resolve_linear_attn_backends(), stamp a
+    runner with stamp_linear_attn_backends(), and read it back through the fail-closed guard
+    require_linear_attn_backends(). Enum fields accept members or their names.
     """
 
     decode: LinearAttnKernelBackend
@@ -575,7 +601,9 @@ class LinearAttnBackends(msgspec.Struct, frozen=True):
 
 
 class LinearAttnBackendsProvenance(msgspec.Struct, frozen=True):
-    """Why each field of a LinearAttnBackends has its value: the deciding tier as written, and its rules line."""
+    """Why each field of a LinearAttnBackends has its value: the deciding tier as written, and its rules
+    line.
+    """
 
     decode: str
     prefill: str
@@ -587,8 +615,8 @@ def gdn_flashinfer_prefill(
 ) -> LinearAttnKernelBackend | None:
     """auto gdn_flashinfer_prefill (rules/linear_attn.rules:158:1): a per-runner auto-default gate.
 
-    Yields LinearAttnKernelBackend.FLASHINFER when every condition holds, else None. The value is handed to a
-    resolver as a slot and never written to process config.
+    Yields LinearAttnKernelBackend.FLASHINFER when every condition holds, else None. The value is handed
+    to a resolver as a slot and never written to process config.
     """
     linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
         mamba.linear_attn_backend
@@ -640,8 +668,8 @@ def kda_flashinfer_prefill(
 ) -> LinearAttnKernelBackend | None:
     """auto kda_flashinfer_prefill (rules/linear_attn.rules:173:1): a per-runner auto-default gate.
 
-    Yields LinearAttnKernelBackend.FLASHINFER when every condition holds, else None. The value is handed to a
-    resolver as a slot and never written to process config.
+    Yields LinearAttnKernelBackend.FLASHINFER when every condition holds, else None. The value is handed
+    to a resolver as a slot and never written to process config.
     """
     linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
         mamba.linear_attn_backend
@@ -680,10 +708,11 @@ def kda_flashinfer_prefill(
 def resolve_linear_attn_backends(
     mamba: Any, *, prefill_default: LinearAttnKernelBackend | str | None = None
 ) -> LinearAttnBackends:
-    """Resolve a LinearAttnBackends (rules/linear_attn.rules:183:1) from process config and this runner's slots.
+    """Resolve a LinearAttnBackends (rules/linear_attn.rules:183:1).
 
-    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
-    nothing. Each field is the value of the first tier of its chain that yields one.
+    From process config and this runner's slots. Pure: reads each config leaf once (None = unset; names
+    or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
+    chain that yields one.
     """
     prefill_default = _as_linear_attn_kernel_backend(prefill_default)
     linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
@@ -732,7 +761,11 @@ def resolve_linear_attn_backends(
 def resolve_linear_attn_backends_with_provenance(
     mamba: Any, *, prefill_default: LinearAttnKernelBackend | str | None = None
 ) -> tuple[LinearAttnBackends, LinearAttnBackendsProvenance]:
-    """As resolve_linear_attn_backends(), and also which tier decided each field, as written, with its rules line."""
+    """Resolve a LinearAttnBackends (rules/linear_attn.rules:183:1) and say which tier decided each field.
+
+    As resolve_linear_attn_backends(); the provenance holds each deciding tier as written, and its rules
+    line.
+    """
     prefill_default = _as_linear_attn_kernel_backend(prefill_default)
     linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
         mamba.linear_attn_backend
@@ -794,11 +827,12 @@ def resolve_linear_attn_backends_with_provenance(
 def stamp_linear_attn_backends(
     runner: Any, *, mamba: Any, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnBackends:
-    """Stamp runner.linear_attn_backends with this runner's LinearAttnBackends (rules/linear_attn.rules:183:1) and return it.
+    """Stamp this runner with its LinearAttnBackends (rules/linear_attn.rules:183:1) and return it.
 
-    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
-    by resolve_linear_attn_backends_with_provenance(), set on the runner, and logged with the deciding tier of every
-    field. Writes nothing but that one runner attribute: never process config.
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then
+    resolved by resolve_linear_attn_backends_with_provenance(), set on runner.linear_attn_backends, and
+    logged with the deciding tier of every field. Writes nothing but that one runner attribute: never
+    process config.
     """
     prefill_default = gdn_flashinfer_prefill(mamba, server, runner_facts)
     if prefill_default is not None:
@@ -832,9 +866,11 @@ def stamp_linear_attn_backends(
 def require_linear_attn_backends(runner: Any) -> LinearAttnBackends:
     """The fail-closed guard of LinearAttnBackends (rules/linear_attn.rules:183:1).
 
-    Consumers that read the stamp through it: GDNAttnBackend, KDAAttnBackend, AscendGDNAttnBackend (rules/linear_attn.rules:251:1).
-    Returns runner.linear_attn_backends; raises UnstampedRunnerError (an AttributeError) when the runner has
-    none, or holds something else under that name. There is no default stamp.
+    Returns runner.linear_attn_backends; raises UnstampedRunnerError (an AttributeError) when the runner
+    has none, or holds something else under that name. There is no default stamp.
+
+    Consumers that read the stamp through it (rules/linear_attn.rules:251:1): GDNAttnBackend,
+    KDAAttnBackend, AscendGDNAttnBackend.
     """
     stamp = getattr(runner, "linear_attn_backends", None)
     if isinstance(stamp, LinearAttnBackends):
@@ -848,12 +884,12 @@ def require_linear_attn_backends(runner: Any) -> LinearAttnBackends:
 
 
 def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
-    """launch normalize_linear_attn (rules/linear_attn.rules:89:1): process-level normalisation, once, before any runner exists.
+    """launch normalize_linear_attn (rules/linear_attn.rules:89:1): process-level normalisation.
 
-    Works on a copy of the config leaves it reads (None = unset; names or members) and returns the leaves
-    it set, per namespace ({namespace: {leaf: value}}); the caller applies them to process config. Its
-    local fields never leave it. Raises RuleViolationError, naming the rules line, at the first `forbid`
-    or `require` that fails.
+    Runs once, before any runner exists. Works on a copy of the config leaves it reads (None = unset;
+    names or members) and returns the leaves it set, per namespace ({namespace: {leaf: value}}); the
+    caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
+    naming the rules line, at the first `forbid` or `require` that fails.
     """
     linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
         mamba.linear_attn_backend
@@ -959,7 +995,8 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
     else:  # const, rules/linear_attn.rules:112:96
         verify = LinearAttnKernelBackend.TRITON
 
-    # forbid decode == flashinfer and launch.sm >= 10 and mamba.ssm_dtype != bfloat16 (rules/linear_attn.rules:114:5)
+    # forbid decode == flashinfer and launch.sm >= 10 and mamba.ssm_dtype != bfloat16
+    # (rules/linear_attn.rules:114:5)
     if (
         decode is LinearAttnKernelBackend.FLASHINFER
         and launch_facts.sm >= 10
@@ -970,7 +1007,8 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
             "rules/linear_attn.rules:114:5",
             "normalize_linear_attn",
         )
-    # forbid verify == flashinfer and launch.sm >= 10 and mamba.ssm_dtype != bfloat16 (rules/linear_attn.rules:116:5)
+    # forbid verify == flashinfer and launch.sm >= 10 and mamba.ssm_dtype != bfloat16
+    # (rules/linear_attn.rules:116:5)
     if (
         verify is LinearAttnKernelBackend.FLASHINFER
         and launch_facts.sm >= 10
@@ -981,7 +1019,8 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
             "rules/linear_attn.rules:116:5",
             "normalize_linear_attn",
         )
-    # forbid mamba.linear_attn_prefill_backend == flashinfer and launch.sm >= 10 and launch.cuda < 13 (rules/linear_attn.rules:118:5)
+    # forbid mamba.linear_attn_prefill_backend == flashinfer and launch.sm >= 10 and launch.cuda < 13
+    # (rules/linear_attn.rules:118:5)
     if (
         linear_attn_prefill_backend is LinearAttnKernelBackend.FLASHINFER
         and launch_facts.sm >= 10
@@ -992,7 +1031,8 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
             "rules/linear_attn.rules:118:5",
             "normalize_linear_attn",
         )
-    # forbid mamba.linear_attn_prefill_backend is unset and mamba.linear_attn_backend == flashinfer and launch.sm >= 10 and launch.cuda < 13 (rules/linear_attn.rules:120:5)
+    # forbid mamba.linear_attn_prefill_backend is unset and mamba.linear_attn_backend == flashinfer and
+    # launch.sm >= 10 and launch.cuda < 13 (rules/linear_attn.rules:120:5)
     if (
         linear_attn_prefill_backend is None
         and linear_attn_backend is LinearAttnKernelBackend.FLASHINFER
@@ -1014,42 +1054,48 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
             "rules/linear_attn.rules:125:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm or server.radix_strategy == no_buffer (rules/linear_attn.rules:127:5)
+    # require not mamba.enable_linear_replayssm or server.radix_strategy == no_buffer
+    # (rules/linear_attn.rules:127:5)
     if enable_linear_replayssm and radix_strategy is not RadixStrategy.NO_BUFFER:
         raise RuleViolationError(
             "--enable-linear-replayssm needs the no_buffer radix strategy",
             "rules/linear_attn.rules:127:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm or server.disaggregation == none (rules/linear_attn.rules:129:5)
+    # require not mamba.enable_linear_replayssm or server.disaggregation == none
+    # (rules/linear_attn.rules:129:5)
     if enable_linear_replayssm and disaggregation is not DisaggregationMode.NONE:
         raise RuleViolationError(
             "--enable-linear-replayssm does not support prefill/decode disaggregation",
             "rules/linear_attn.rules:129:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm or mamba.linear_replayssm_cache_len >= 1 (rules/linear_attn.rules:131:5)
+    # require not mamba.enable_linear_replayssm or mamba.linear_replayssm_cache_len >= 1
+    # (rules/linear_attn.rules:131:5)
     if enable_linear_replayssm and not linear_replayssm_cache_len >= 1:
         raise RuleViolationError(
             "--linear-replayssm-cache-len must be at least 1",
             "rules/linear_attn.rules:131:5",
             "normalize_linear_attn",
         )
-    # forbid mamba.enable_linear_replayssm and mamba.enable_linear_replayssm_spec (rules/linear_attn.rules:133:5)
+    # forbid mamba.enable_linear_replayssm and mamba.enable_linear_replayssm_spec
+    # (rules/linear_attn.rules:133:5)
     if enable_linear_replayssm and enable_linear_replayssm_spec:
         raise RuleViolationError(
             "--enable-linear-replayssm and --enable-linear-replayssm-spec are mutually exclusive",
             "rules/linear_attn.rules:133:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm_spec or server.speculative_topk is unset or server.speculative_topk == 1 (rules/linear_attn.rules:135:5)
+    # require not mamba.enable_linear_replayssm_spec or server.speculative_topk is unset or
+    # server.speculative_topk == 1 (rules/linear_attn.rules:135:5)
     if enable_linear_replayssm_spec and speculative_topk is not None and speculative_topk != 1:
         raise RuleViolationError(
             "--enable-linear-replayssm-spec supports a linear draft chain only (speculative topk 1)",
             "rules/linear_attn.rules:135:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm_spec or decode in {triton, flashinfer} (rules/linear_attn.rules:137:5)
+    # require not mamba.enable_linear_replayssm_spec or decode in {triton, flashinfer}
+    # (rules/linear_attn.rules:137:5)
     if enable_linear_replayssm_spec and decode not in (
         LinearAttnKernelBackend.TRITON,
         LinearAttnKernelBackend.FLASHINFER,
@@ -1059,7 +1105,8 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
             "rules/linear_attn.rules:137:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm_spec or server.speculative_algorithm in {dspark, dflash} (rules/linear_attn.rules:139:5)
+    # require not mamba.enable_linear_replayssm_spec or server.speculative_algorithm in {dspark, dflash}
+    # (rules/linear_attn.rules:139:5)
     if enable_linear_replayssm_spec and speculative_algorithm not in (
         SpeculativeAlgorithm.DSPARK,
         SpeculativeAlgorithm.DFLASH,
@@ -1069,7 +1116,8 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
             "rules/linear_attn.rules:139:5",
             "normalize_linear_attn",
         )
-    # require not mamba.enable_linear_replayssm_spec or verify in {triton, nv_cutedsl} (rules/linear_attn.rules:141:5)
+    # require not mamba.enable_linear_replayssm_spec or verify in {triton, nv_cutedsl}
+    # (rules/linear_attn.rules:141:5)
     if enable_linear_replayssm_spec and verify not in (
         LinearAttnKernelBackend.TRITON,
         LinearAttnKernelBackend.NV_CUTEDSL,
@@ -1079,7 +1127,8 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
             "rules/linear_attn.rules:141:5",
             "normalize_linear_attn",
         )
-    # forbid mamba.enable_linear_replayssm_spec and server.disaggregation == prefill (rules/linear_attn.rules:143:5)
+    # forbid mamba.enable_linear_replayssm_spec and server.disaggregation == prefill
+    # (rules/linear_attn.rules:143:5)
     if enable_linear_replayssm_spec and disaggregation is DisaggregationMode.PREFILL:
         raise RuleViolationError(
             "--enable-linear-replayssm-spec is refused on a prefill server of a disaggregated deployment",
@@ -1101,7 +1150,9 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
 def validate_gdn_attn_backend(
     stamp: LinearAttnBackends, *, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnBackends:
-    """validate GDNAttnBackend (rules/linear_attn.rules:196:1): what GDNAttnBackend may do with LinearAttnBackends.
+    """validate GDNAttnBackend (rules/linear_attn.rules:196:1).
+
+    What GDNAttnBackend may do with LinearAttnBackends.
 
     Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
@@ -1131,7 +1182,8 @@ def validate_gdn_attn_backend(
         raise RuleViolationError(
             "helion has kernels for KDA only, not GDN", "rules/linear_attn.rules:199:5", "GDNAttnBackend"
         )
-    # forbid flashkda in LinearAttnBackends or nvidia_kda in LinearAttnBackends or ptx_kda in LinearAttnBackends or nv_cutedsl in LinearAttnBackends (rules/linear_attn.rules:200:5)
+    # forbid flashkda in LinearAttnBackends or nvidia_kda in LinearAttnBackends or ptx_kda in
+    # LinearAttnBackends or nv_cutedsl in LinearAttnBackends (rules/linear_attn.rules:200:5)
     if (
         LinearAttnKernelBackend.FLASHKDA in (stamp.decode, stamp.prefill, stamp.verify)
         or LinearAttnKernelBackend.NVIDIA_KDA in (stamp.decode, stamp.prefill, stamp.verify)
@@ -1150,7 +1202,8 @@ def validate_gdn_attn_backend(
             "rules/linear_attn.rules:203:5",
             "GDNAttnBackend",
         )
-    # forbid runner.platform != cuda and (cutedsl in LinearAttnBackends or flashinfer in LinearAttnBackends) (rules/linear_attn.rules:204:5)
+    # forbid runner.platform != cuda and (cutedsl in LinearAttnBackends or flashinfer in LinearAttnBackends)
+    # (rules/linear_attn.rules:204:5)
     if runner_facts.platform is not Platform.CUDA and (
         LinearAttnKernelBackend.CUTEDSL in (stamp.decode, stamp.prefill, stamp.verify)
         or LinearAttnKernelBackend.FLASHINFER in (stamp.decode, stamp.prefill, stamp.verify)
@@ -1169,7 +1222,8 @@ def validate_gdn_attn_backend(
         raise RuleViolationError(
             "intel_xpu GDN kernels need an XPU device", "rules/linear_attn.rules:206:5", "GDNAttnBackend"
         )
-    # forbid server.multi_item_scoring and LinearAttnBackends.prefill != triton (rules/linear_attn.rules:207:5)
+    # forbid server.multi_item_scoring and LinearAttnBackends.prefill != triton
+    # (rules/linear_attn.rules:207:5)
     if multi_item_scoring and stamp.prefill is not LinearAttnKernelBackend.TRITON:
         raise RuleViolationError(
             "multi-item scoring needs --linear-attn-prefill-backend triton",
@@ -1183,7 +1237,8 @@ def validate_gdn_attn_backend(
             "rules/linear_attn.rules:209:5",
             "GDNAttnBackend",
         )
-    # require not (runner.family == gdn and runner.sm >= 10) or server.attention_backend is unset or server.attention_backend in {triton, trtllm_mha, fa4, flashinfer} (rules/linear_attn.rules:211:5)
+    # require not (runner.family == gdn and runner.sm >= 10) or server.attention_backend is unset or
+    # server.attention_backend in {triton, trtllm_mha, fa4, flashinfer} (rules/linear_attn.rules:211:5)
     if (
         runner_facts.family is ModelFamily.GDN
         and runner_facts.sm >= 10
@@ -1252,7 +1307,9 @@ def validate_gdn_attn_backend(
 def validate_kda_attn_backend(
     stamp: LinearAttnBackends, *, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnBackends:
-    """validate KDAAttnBackend (rules/linear_attn.rules:228:1): what KDAAttnBackend may do with LinearAttnBackends.
+    """validate KDAAttnBackend (rules/linear_attn.rules:228:1).
+
+    What KDAAttnBackend may do with LinearAttnBackends.
 
     Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
@@ -1260,7 +1317,8 @@ def validate_kda_attn_backend(
     """
     speculative_topk: int | None = server.speculative_topk
 
-    # forbid LinearAttnBackends.verify == flashinfer and server.speculative_topk >= 2 (rules/linear_attn.rules:229:5)
+    # forbid LinearAttnBackends.verify == flashinfer and server.speculative_topk >= 2
+    # (rules/linear_attn.rules:229:5)
     if (
         stamp.verify is LinearAttnKernelBackend.FLASHINFER
         and speculative_topk is not None
@@ -1317,7 +1375,9 @@ def validate_kda_attn_backend(
 
 
 def validate_lightning_attention_backend(*, server: Any) -> None:
-    """validate LightningAttentionBackend (rules/linear_attn.rules:246:1): what LightningAttentionBackend may do with the process config.
+    """validate LightningAttentionBackend (rules/linear_attn.rules:246:1).
+
+    What LightningAttentionBackend may do with the process config.
 
     Raises RuleViolationError, naming the rules line, at the first `forbid` or `require` that fails.
     """
@@ -1349,7 +1409,9 @@ _DRAFT_HOOKS_HOOKS = ("shared_experts_fusion_disable_reason",)
 
 
 def check_draft_hooks(archs: Mapping[str, type]) -> ParityReport:
-    """parity draft_hooks (rules/linear_attn.rules:258:1): drafts answer exactly the hooks their targets answer.
+    """parity draft_hooks (rules/linear_attn.rules:258:1).
+
+    Drafts answer exactly the hooks their targets answer.
 
     For each name of `archs` (sorted) that the draft pattern finds (re.search) and that is not excluded,
     the target is the first of base + suffix present in `archs` and other than the draft itself, where

@@ -258,7 +258,9 @@ _LEVEL_BY_VALUE: dict[object, Level] = {member.value: member for member in Level
 
 
 def _as_level(value: object, what: str) -> Level | None:
-    """A member or its name as a Level; None stays None (unset); any other value is an error."""
+    """A config value as a Level: a member or its name; None stays None (unset), anything else is an error
+    naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -271,19 +273,19 @@ def _as_level(value: object, what: str) -> Level | None:
 
 
 class RunnerFacts(msgspec.Struct, frozen=True):
-    """facts runner (tests/fixtures/edges.rules:6:1). What the caller knows about one runner when it builds it.
+    """facts runner (tests/fixtures/edges.rules:6:1).
 
-    Enum facts accept members or their names.
+    What the caller knows about one runner when it builds it. Enum facts accept members or their names.
     """
 
     tier: int  # tests/fixtures/edges.rules:7:5
 
 
 class Knob(msgspec.Struct, frozen=True):
-    """stamp Knob (tests/fixtures/edges.rules:12:1): one frozen record per runner, on runner.knob.
+    """stamp Knob (tests/fixtures/edges.rules:12:1): one frozen record per runner.
 
-    Resolve it with resolve_knob(), stamp a runner with stamp_knob(), and read it
-    back through the fail-closed guard require_knob(). Enum fields accept members or their names.
+    It lives on runner.knob. Resolve it with resolve_knob(), stamp a runner with stamp_knob(), and read
+    it back through the fail-closed guard require_knob(). Enum fields accept members or their names.
     """
 
     chosen: Level
@@ -310,10 +312,11 @@ class KnobProvenance(msgspec.Struct, frozen=True):
 
 
 class Tiered(msgspec.Struct, frozen=True):
-    """stamp Tiered (tests/fixtures/edges.rules:22:1): one frozen record per runner, on runner.tiered.
+    """stamp Tiered (tests/fixtures/edges.rules:22:1): one frozen record per runner.
 
-    Resolve it with resolve_tiered(), stamp a runner with stamp_tiered(), and read it
-    back through the fail-closed guard require_tiered(). Enum fields accept members or their names.
+    It lives on runner.tiered. Resolve it with resolve_tiered(), stamp a runner with stamp_tiered(), and
+    read it back through the fail-closed guard require_tiered(). Enum fields accept members or their
+    names.
     """
 
     level: Level
@@ -334,8 +337,8 @@ class TieredProvenance(msgspec.Struct, frozen=True):
 def always_high() -> Level | None:
     """auto always_high (tests/fixtures/edges.rules:10:1): a per-runner auto-default gate.
 
-    Yields Level.HIGH when every condition holds, else None. The value is handed to a
-    resolver as a slot and never written to process config.
+    Yields Level.HIGH when every condition holds, else None. The value is handed to a resolver as a slot
+    and never written to process config.
     """
 
     if True:
@@ -346,8 +349,8 @@ def always_high() -> Level | None:
 def tiered(runner_facts: RunnerFacts) -> Level | None:
     """auto tiered (tests/fixtures/edges.rules:20:1): a per-runner auto-default gate.
 
-    Yields Level.NAME when every condition holds, else None. The value is handed to a
-    resolver as a slot and never written to process config.
+    Yields Level.NAME when every condition holds, else None. The value is handed to a resolver as a slot
+    and never written to process config.
     """
 
     if runner_facts.tier >= 1:
@@ -356,10 +359,11 @@ def tiered(runner_facts: RunnerFacts) -> Level | None:
 
 
 def resolve_knob(*, level: Level | str | None = None, count: int | None = None) -> Knob:
-    """Resolve a Knob (tests/fixtures/edges.rules:12:1) from process config and this runner\'s slots.
+    """Resolve a Knob (tests/fixtures/edges.rules:12:1).
 
-    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
-    nothing. Each field is the value of the first tier of its chain that yields one.
+    From process config and this runner's slots. Pure: reads each config leaf once (None = unset; names
+    or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
+    chain that yields one.
     """
     level = _as_level(level, "slot level (tests/fixtures/edges.rules:13:5)")
 
@@ -390,7 +394,10 @@ def resolve_knob(*, level: Level | str | None = None, count: int | None = None) 
 def resolve_knob_with_provenance(
     *, level: Level | str | None = None, count: int | None = None
 ) -> tuple[Knob, KnobProvenance]:
-    """As resolve_knob(), and also which tier decided each field, as written, with its rules line."""
+    """Resolve a Knob (tests/fixtures/edges.rules:12:1) and say which tier decided each field.
+
+    As resolve_knob(); the provenance holds each deciding tier as written, and its rules line.
+    """
     level = _as_level(level, "slot level (tests/fixtures/edges.rules:13:5)")
 
     # chosen = auto level > low
@@ -430,11 +437,11 @@ def resolve_knob_with_provenance(
 
 
 def stamp_knob(runner: Any, *, count: int | None = None) -> Knob:
-    """Stamp runner.knob with this runner\'s Knob (tests/fixtures/edges.rules:12:1) and return it.
+    """Stamp this runner with its Knob (tests/fixtures/edges.rules:12:1) and return it.
 
-    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
-    by resolve_knob_with_provenance(), set on the runner, and logged with the deciding tier of every
-    field. Writes nothing but that one runner attribute: never process config.
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then
+    resolved by resolve_knob_with_provenance(), set on runner.knob, and logged with the deciding tier of
+    every field. Writes nothing but that one runner attribute: never process config.
     """
     level = always_high()
     if level is not None:
@@ -458,8 +465,8 @@ def stamp_knob(runner: Any, *, count: int | None = None) -> Knob:
 def require_knob(runner: Any) -> Knob:
     """The fail-closed guard of Knob (tests/fixtures/edges.rules:12:1).
 
-    Returns runner.knob; raises UnstampedRunnerError (an AttributeError) when the runner has
-    none, or holds something else under that name. There is no default stamp.
+    Returns runner.knob; raises UnstampedRunnerError (an AttributeError) when the runner has none, or
+    holds something else under that name. There is no default stamp.
     """
     stamp = getattr(runner, "knob", None)
     if isinstance(stamp, Knob):
@@ -473,10 +480,11 @@ def require_knob(runner: Any) -> Knob:
 
 
 def resolve_tiered(*, pick: Level | str | None = None) -> Tiered:
-    """Resolve a Tiered (tests/fixtures/edges.rules:22:1) from process config and this runner\'s slots.
+    """Resolve a Tiered (tests/fixtures/edges.rules:22:1).
 
-    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
-    nothing. Each field is the value of the first tier of its chain that yields one.
+    From process config and this runner's slots. Pure: reads each config leaf once (None = unset; names
+    or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
+    chain that yields one.
     """
     pick = _as_level(pick, "slot pick (tests/fixtures/edges.rules:23:5)")
 
@@ -491,7 +499,10 @@ def resolve_tiered(*, pick: Level | str | None = None) -> Tiered:
 
 
 def resolve_tiered_with_provenance(*, pick: Level | str | None = None) -> tuple[Tiered, TieredProvenance]:
-    """As resolve_tiered(), and also which tier decided each field, as written, with its rules line."""
+    """Resolve a Tiered (tests/fixtures/edges.rules:22:1) and say which tier decided each field.
+
+    As resolve_tiered(); the provenance holds each deciding tier as written, and its rules line.
+    """
     pick = _as_level(pick, "slot pick (tests/fixtures/edges.rules:23:5)")
 
     # level = auto pick > value
@@ -511,11 +522,11 @@ def resolve_tiered_with_provenance(*, pick: Level | str | None = None) -> tuple[
 
 
 def stamp_tiered(runner: Any, *, runner_facts: RunnerFacts) -> Tiered:
-    """Stamp runner.tiered with this runner\'s Tiered (tests/fixtures/edges.rules:22:1) and return it.
+    """Stamp this runner with its Tiered (tests/fixtures/edges.rules:22:1) and return it.
 
-    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
-    by resolve_tiered_with_provenance(), set on the runner, and logged with the deciding tier of every
-    field. Writes nothing but that one runner attribute: never process config.
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then
+    resolved by resolve_tiered_with_provenance(), set on runner.tiered, and logged with the deciding
+    tier of every field. Writes nothing but that one runner attribute: never process config.
     """
     pick = tiered(runner_facts)
     if pick is not None:
@@ -529,8 +540,8 @@ def stamp_tiered(runner: Any, *, runner_facts: RunnerFacts) -> Tiered:
 def require_tiered(runner: Any) -> Tiered:
     """The fail-closed guard of Tiered (tests/fixtures/edges.rules:22:1).
 
-    Returns runner.tiered; raises UnstampedRunnerError (an AttributeError) when the runner has
-    none, or holds something else under that name. There is no default stamp.
+    Returns runner.tiered; raises UnstampedRunnerError (an AttributeError) when the runner has none, or
+    holds something else under that name. There is no default stamp.
     """
     stamp = getattr(runner, "tiered", None)
     if isinstance(stamp, Tiered):
@@ -544,12 +555,12 @@ def require_tiered(runner: Any) -> Tiered:
 
 
 def nothing_to_do() -> dict[str, dict[str, Any]]:
-    """launch nothing_to_do (tests/fixtures/edges.rules:27:1): process-level normalisation, once, before any runner exists.
+    """launch nothing_to_do (tests/fixtures/edges.rules:27:1): process-level normalisation.
 
-    Works on a copy of the config leaves it reads (None = unset; names or members) and returns the leaves
-    it set, per namespace ({namespace: {leaf: value}}); the caller applies them to process config. Its
-    local fields never leave it. Raises RuleViolationError, naming the rules line, at the first `forbid`
-    or `require` that fails.
+    Runs once, before any runner exists. Works on a copy of the config leaves it reads (None = unset;
+    names or members) and returns the leaves it set, per namespace ({namespace: {leaf: value}}); the
+    caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
+    naming the rules line, at the first `forbid` or `require` that fails.
     """
 
     changes: dict[str, dict[str, Any]] = {}
@@ -557,7 +568,9 @@ def nothing_to_do() -> dict[str, dict[str, Any]]:
 
 
 def validate_knobby(stamp: Knob) -> Knob:
-    """validate Knobby (tests/fixtures/edges.rules:30:1): what Knobby may do with Knob.
+    """validate Knobby (tests/fixtures/edges.rules:30:1).
+
+    What Knobby may do with Knob.
 
     Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
@@ -575,7 +588,9 @@ def validate_knobby(stamp: Knob) -> Knob:
 
 
 def validate_idle() -> None:
-    """validate Idle (tests/fixtures/edges.rules:35:1): what Idle may do with the process config.
+    """validate Idle (tests/fixtures/edges.rules:35:1).
+
+    What Idle may do with the process config.
 
     Raises RuleViolationError, naming the rules line, at the first `forbid` or `require` that fails.
     """
@@ -598,7 +613,9 @@ _BARE_HOOKS = ("hook",)
 
 
 def check_bare(archs: Mapping[str, type]) -> ParityReport:
-    """parity bare (tests/fixtures/edges.rules:38:1): drafts answer exactly the hooks their targets answer.
+    """parity bare (tests/fixtures/edges.rules:38:1).
+
+    Drafts answer exactly the hooks their targets answer.
 
     For each name of `archs` (sorted) that the draft pattern finds (re.search) and that is not excluded,
     the target is the first of base + suffix present in `archs` and other than the draft itself, where
@@ -1360,7 +1377,10 @@ class UnstampedRunnerError(AttributeError):
 
 
 class Backend(str, enum.Enum):
-    """enum Backend (tests/fixtures/everything.rules:4:1). Open: a name it does not list becomes Backend.CUSTOM."""
+    """enum Backend (tests/fixtures/everything.rules:4:1).
+
+    Open: a name it does not list becomes Backend.CUSTOM, never an error.
+    """
 
     TRITON = "triton"
     FLASHINFER = "flashinfer"
@@ -1395,7 +1415,9 @@ _BACKEND_BY_VALUE: dict[object, Backend] = {member.value: member for member in B
 
 
 def _as_backend(value: object) -> Backend | None:
-    """A member or its name as a Backend; None stays None (unset); any other name is CUSTOM."""
+    """A config value as a Backend: a member or its name; None stays None (unset), any other name becomes
+    CUSTOM.
+    """
     if value is None:
         return None
     try:
@@ -1428,7 +1450,9 @@ _MODE_BY_VALUE: dict[object, Mode] = {member.value: member for member in Mode}
 
 
 def _as_mode(value: object, what: str) -> Mode | None:
-    """A member or its name as a Mode; None stays None (unset); any other value is an error."""
+    """A config value as a Mode: a member or its name; None stays None (unset), anything else is an error
+    naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -1464,7 +1488,9 @@ _FAMILY_BY_VALUE: dict[object, Family] = {member.value: member for member in Fam
 
 
 def _as_family(value: object, what: str) -> Family | None:
-    """A member or its name as a Family; None stays None (unset); any other value is an error."""
+    """A config value as a Family: a member or its name; None stays None (unset), anything else is an error
+    naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -1477,9 +1503,10 @@ def _as_family(value: object, what: str) -> Family | None:
 
 
 class LaunchFacts(msgspec.Struct, frozen=True):
-    """facts launch (tests/fixtures/everything.rules:24:1). What is known once per process, at launch, before any runner exists.
+    """facts launch (tests/fixtures/everything.rules:24:1).
 
-    Enum facts accept members or their names.
+    What is known once per process, at launch, before any runner exists. Enum facts accept members or
+    their names.
     """
 
     sm: int  # tests/fixtures/everything.rules:25:5
@@ -1487,9 +1514,9 @@ class LaunchFacts(msgspec.Struct, frozen=True):
 
 
 class RunnerFacts(msgspec.Struct, frozen=True):
-    """facts runner (tests/fixtures/everything.rules:29:1). What the caller knows about one runner when it builds it.
+    """facts runner (tests/fixtures/everything.rules:29:1).
 
-    Enum facts accept members or their names.
+    What the caller knows about one runner when it builds it. Enum facts accept members or their names.
     """
 
     family: Family  # tests/fixtures/everything.rules:30:5
@@ -1506,10 +1533,11 @@ class RunnerFacts(msgspec.Struct, frozen=True):
 
 
 class Choice(msgspec.Struct, frozen=True):
-    """stamp Choice (tests/fixtures/everything.rules:56:1): one frozen record per runner, on runner.choice.
+    """stamp Choice (tests/fixtures/everything.rules:56:1): one frozen record per runner.
 
-    Resolve it with resolve_choice(), stamp a runner with stamp_choice(), and read it
-    back through the fail-closed guard require_choice(). Enum fields accept members or their names.
+    It lives on runner.choice. Resolve it with resolve_choice(), stamp a runner with stamp_choice(), and
+    read it back through the fail-closed guard require_choice(). Enum fields accept members or their
+    names.
     """
 
     decode: Backend
@@ -1540,10 +1568,11 @@ class ChoiceProvenance(msgspec.Struct, frozen=True):
 
 
 class Other(msgspec.Struct, frozen=True):
-    """stamp Other (tests/fixtures/everything.rules:69:1): one frozen record per runner, on runner.other_stamp.
+    """stamp Other (tests/fixtures/everything.rules:69:1): one frozen record per runner.
 
-    Resolve it with resolve_other(), stamp a runner with stamp_other(), and read it
-    back through the fail-closed guard require_other(). Enum fields accept members or their names.
+    It lives on runner.other_stamp. Resolve it with resolve_other(), stamp a runner with stamp_other(),
+    and read it back through the fail-closed guard require_other(). Enum fields accept members or their
+    names.
     """
 
     mode: Mode
@@ -1564,8 +1593,8 @@ class OtherProvenance(msgspec.Struct, frozen=True):
 def big_flashinfer(engine: Any, runner_facts: RunnerFacts) -> Backend | None:
     """auto big_flashinfer (tests/fixtures/everything.rules:52:1): a per-runner auto-default gate.
 
-    Yields Backend.FLASHINFER when every condition holds, else None. The value is handed to a
-    resolver as a slot and never written to process config.
+    Yields Backend.FLASHINFER when every condition holds, else None. The value is handed to a resolver
+    as a slot and never written to process config.
     """
     prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
 
@@ -1582,8 +1611,8 @@ def big_flashinfer(engine: Any, runner_facts: RunnerFacts) -> Backend | None:
 def kda_cutedsl(runner_facts: RunnerFacts) -> Backend | None:
     """auto kda_cutedsl (tests/fixtures/everything.rules:54:1): a per-runner auto-default gate.
 
-    Yields Backend.CUTEDSL when every condition holds, else None. The value is handed to a
-    resolver as a slot and never written to process config.
+    Yields Backend.CUTEDSL when every condition holds, else None. The value is handed to a resolver as a
+    slot and never written to process config.
     """
 
     if runner_facts.family is Family.KDA and not runner_facts.sm < 10:
@@ -1594,10 +1623,11 @@ def kda_cutedsl(runner_facts: RunnerFacts) -> Backend | None:
 def resolve_choice(
     engine: Any, *, auto_prefill: Backend | str | None = None, hint: Backend | str | None = None
 ) -> Choice:
-    """Resolve a Choice (tests/fixtures/everything.rules:56:1) from process config and this runner\'s slots.
+    """Resolve a Choice (tests/fixtures/everything.rules:56:1).
 
-    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
-    nothing. Each field is the value of the first tier of its chain that yields one.
+    From process config and this runner's slots. Pure: reads each config leaf once (None = unset; names
+    or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
+    chain that yields one.
     """
     auto_prefill = _as_backend(auto_prefill)
     hint = _as_backend(hint)
@@ -1625,7 +1655,8 @@ def resolve_choice(
     else:  # base, tests/fixtures/everything.rules:60:43
         decode = backend
 
-    # prefill = flag engine.prefill_backend > auto auto_prefill when decode != helion > auto hint > base engine.backend
+    # prefill = flag engine.prefill_backend > auto auto_prefill when decode != helion > auto hint > base
+    # engine.backend
     prefill: Backend
     if prefill_backend is not None:  # flag, tests/fixtures/everything.rules:61:15
         prefill = prefill_backend
@@ -1638,7 +1669,8 @@ def resolve_choice(
     else:  # base, tests/fixtures/everything.rules:61:99
         prefill = backend
 
-    # verify = flag engine.verify_backend when engine.mode != compiled > follow decode when decode in {flashinfer, cutedsl} > triton
+    # verify = flag engine.verify_backend when engine.mode != compiled > follow decode when decode in
+    # {flashinfer, cutedsl} > triton
     verify: Backend
     if (
         mode is not Mode.COMPILED and verify_backend is not None
@@ -1674,7 +1706,10 @@ def resolve_choice(
 def resolve_choice_with_provenance(
     engine: Any, *, auto_prefill: Backend | str | None = None, hint: Backend | str | None = None
 ) -> tuple[Choice, ChoiceProvenance]:
-    """As resolve_choice(), and also which tier decided each field, as written, with its rules line."""
+    """Resolve a Choice (tests/fixtures/everything.rules:56:1) and say which tier decided each field.
+
+    As resolve_choice(); the provenance holds each deciding tier as written, and its rules line.
+    """
     auto_prefill = _as_backend(auto_prefill)
     hint = _as_backend(hint)
     backend: Backend | None = _as_backend(engine.backend)
@@ -1704,7 +1739,8 @@ def resolve_choice_with_provenance(
         decode = backend
         decode_source = "base engine.backend (tests/fixtures/everything.rules:60:43)"
 
-    # prefill = flag engine.prefill_backend > auto auto_prefill when decode != helion > auto hint > base engine.backend
+    # prefill = flag engine.prefill_backend > auto auto_prefill when decode != helion > auto hint > base
+    # engine.backend
     prefill: Backend
     prefill_source: str
     if prefill_backend is not None:  # flag, tests/fixtures/everything.rules:61:15
@@ -1722,7 +1758,8 @@ def resolve_choice_with_provenance(
         prefill = backend
         prefill_source = "base engine.backend (tests/fixtures/everything.rules:61:99)"
 
-    # verify = flag engine.verify_backend when engine.mode != compiled > follow decode when decode in {flashinfer, cutedsl} > triton
+    # verify = flag engine.verify_backend when engine.mode != compiled > follow decode when decode in
+    # {flashinfer, cutedsl} > triton
     verify: Backend
     verify_source: str
     if (
@@ -1783,11 +1820,11 @@ def resolve_choice_with_provenance(
 def stamp_choice(
     runner: Any, *, engine: Any, runner_facts: RunnerFacts, hint: Backend | str | None = None
 ) -> Choice:
-    """Stamp runner.choice with this runner\'s Choice (tests/fixtures/everything.rules:56:1) and return it.
+    """Stamp this runner with its Choice (tests/fixtures/everything.rules:56:1) and return it.
 
-    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
-    by resolve_choice_with_provenance(), set on the runner, and logged with the deciding tier of every
-    field. Writes nothing but that one runner attribute: never process config.
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then
+    resolved by resolve_choice_with_provenance(), set on runner.choice, and logged with the deciding
+    tier of every field. Writes nothing but that one runner attribute: never process config.
     """
     auto_prefill = big_flashinfer(engine, runner_facts)
     if auto_prefill is not None:
@@ -1825,9 +1862,11 @@ def stamp_choice(
 def require_choice(runner: Any) -> Choice:
     """The fail-closed guard of Choice (tests/fixtures/everything.rules:56:1).
 
-    Consumers that read the stamp through it: ConsumerA, ConsumerB (tests/fixtures/everything.rules:87:1).
-    Returns runner.choice; raises UnstampedRunnerError (an AttributeError) when the runner has
-    none, or holds something else under that name. There is no default stamp.
+    Returns runner.choice; raises UnstampedRunnerError (an AttributeError) when the runner has none, or
+    holds something else under that name. There is no default stamp.
+
+    Consumers that read the stamp through it (tests/fixtures/everything.rules:87:1): ConsumerA,
+    ConsumerB.
     """
     stamp = getattr(runner, "choice", None)
     if isinstance(stamp, Choice):
@@ -1841,10 +1880,11 @@ def require_choice(runner: Any) -> Choice:
 
 
 def resolve_other(engine: Any) -> Other:
-    """Resolve a Other (tests/fixtures/everything.rules:69:1) from process config and this runner\'s slots.
+    """Resolve a Other (tests/fixtures/everything.rules:69:1).
 
-    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
-    nothing. Each field is the value of the first tier of its chain that yields one.
+    From process config and this runner's slots. Pure: reads each config leaf once (None = unset; names
+    or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
+    chain that yields one.
     """
     mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
     if mode is None:
@@ -1857,7 +1897,10 @@ def resolve_other(engine: Any) -> Other:
 
 
 def resolve_other_with_provenance(engine: Any) -> tuple[Other, OtherProvenance]:
-    """As resolve_other(), and also which tier decided each field, as written, with its rules line."""
+    """Resolve a Other (tests/fixtures/everything.rules:69:1) and say which tier decided each field.
+
+    As resolve_other(); the provenance holds each deciding tier as written, and its rules line.
+    """
     mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
     if mode is None:
         mode = Mode.EAGER
@@ -1873,11 +1916,11 @@ def resolve_other_with_provenance(engine: Any) -> tuple[Other, OtherProvenance]:
 
 
 def stamp_other(runner: Any, *, engine: Any) -> Other:
-    """Stamp runner.other_stamp with this runner\'s Other (tests/fixtures/everything.rules:69:1) and return it.
+    """Stamp this runner with its Other (tests/fixtures/everything.rules:69:1) and return it.
 
-    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
-    by resolve_other_with_provenance(), set on the runner, and logged with the deciding tier of every
-    field. Writes nothing but that one runner attribute: never process config.
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then
+    resolved by resolve_other_with_provenance(), set on runner.other_stamp, and logged with the deciding
+    tier of every field. Writes nothing but that one runner attribute: never process config.
     """
     stamp, provenance = resolve_other_with_provenance(engine)
     runner.other_stamp = stamp
@@ -1903,12 +1946,12 @@ def require_other(runner: Any) -> Other:
 
 
 def first(engine: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
-    """launch first (tests/fixtures/everything.rules:36:1): process-level normalisation, once, before any runner exists.
+    """launch first (tests/fixtures/everything.rules:36:1): process-level normalisation.
 
-    Works on a copy of the config leaves it reads (None = unset; names or members) and returns the leaves
-    it set, per namespace ({namespace: {leaf: value}}); the caller applies them to process config. Its
-    local fields never leave it. Raises RuleViolationError, naming the rules line, at the first `forbid`
-    or `require` that fails.
+    Runs once, before any runner exists. Works on a copy of the config leaves it reads (None = unset;
+    names or members) and returns the leaves it set, per namespace ({namespace: {leaf: value}}); the
+    caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
+    naming the rules line, at the first `forbid` or `require` that fails.
     """
     backend: Backend | None = _as_backend(engine.backend)
     if backend is None:
@@ -1957,12 +2000,12 @@ def first(engine: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
 
 
 def second(engine: Any, extra: Any) -> dict[str, dict[str, Any]]:
-    """launch second (tests/fixtures/everything.rules:46:1): process-level normalisation, once, before any runner exists.
+    """launch second (tests/fixtures/everything.rules:46:1): process-level normalisation.
 
-    Works on a copy of the config leaves it reads (None = unset; names or members) and returns the leaves
-    it set, per namespace ({namespace: {leaf: value}}); the caller applies them to process config. Its
-    local fields never leave it. Raises RuleViolationError, naming the rules line, at the first `forbid`
-    or `require` that fails.
+    Runs once, before any runner exists. Works on a copy of the config leaves it reads (None = unset;
+    names or members) and returns the leaves it set, per namespace ({namespace: {leaf: value}}); the
+    caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
+    naming the rules line, at the first `forbid` or `require` that fails.
     """
     decode_backend: Backend | None = _as_backend(engine.decode_backend)
     mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
@@ -1992,7 +2035,9 @@ def second(engine: Any, extra: Any) -> dict[str, dict[str, Any]]:
 
 
 def validate_consumer(stamp: Choice, *, engine: Any, runner_facts: RunnerFacts) -> Choice:
-    """validate Consumer (tests/fixtures/everything.rules:73:1): what Consumer may do with Choice.
+    """validate Consumer (tests/fixtures/everything.rules:73:1).
+
+    What Consumer may do with Choice.
 
     Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
@@ -2036,7 +2081,9 @@ def validate_consumer(stamp: Choice, *, engine: Any, runner_facts: RunnerFacts) 
 
 
 def validate_plain_consumer(*, engine: Any) -> None:
-    """validate PlainConsumer (tests/fixtures/everything.rules:83:1): what PlainConsumer may do with the process config.
+    """validate PlainConsumer (tests/fixtures/everything.rules:83:1).
+
+    What PlainConsumer may do with the process config.
 
     Raises RuleViolationError, naming the rules line, at the first `forbid` or `require` that fails.
     """
@@ -2069,7 +2116,9 @@ _DRAFTS_HOOKS = ("loader_hook", "other_hook")
 
 
 def check_drafts(archs: Mapping[str, type]) -> ParityReport:
-    """parity drafts (tests/fixtures/everything.rules:89:1): drafts answer exactly the hooks their targets answer.
+    """parity drafts (tests/fixtures/everything.rules:89:1).
+
+    Drafts answer exactly the hooks their targets answer.
 
     For each name of `archs` (sorted) that the draft pattern finds (re.search) and that is not excluded,
     the target is the first of base + suffix present in `archs` and other than the draft itself, where
@@ -3752,7 +3801,9 @@ _BACKEND_BY_VALUE: dict[object, Backend] = {member.value: member for member in B
 
 
 def _as_backend(value: object, what: str) -> Backend | None:
-    """A member or its name as a Backend; None stays None (unset); any other value is an error."""
+    """A config value as a Backend: a member or its name; None stays None (unset), anything else is an
+    error naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -3765,19 +3816,20 @@ def _as_backend(value: object, what: str) -> Backend | None:
 
 
 class LaunchFacts(msgspec.Struct, frozen=True):
-    """facts launch (tests/fixtures/injection.rules:12:1). What is known once per process, at launch, before any runner exists.
+    """facts launch (tests/fixtures/injection.rules:12:1).
 
-    Enum facts accept members or their names.
+    What is known once per process, at launch, before any runner exists. Enum facts accept members or
+    their names.
     """
 
     sm: int  # tests/fixtures/injection.rules:13:5
 
 
 class S(msgspec.Struct, frozen=True):
-    """stamp S (tests/fixtures/injection.rules:25:1): one frozen record per runner, on runner.s.
+    """stamp S (tests/fixtures/injection.rules:25:1): one frozen record per runner.
 
-    Resolve it with resolve_s(), stamp a runner with stamp_s(), and read it
-    back through the fail-closed guard require_s(). Enum fields accept members or their names.
+    It lives on runner.s. Resolve it with resolve_s(), stamp a runner with stamp_s(), and read it back
+    through the fail-closed guard require_s(). Enum fields accept members or their names.
     """
 
     b: Backend
@@ -3798,8 +3850,8 @@ class SProvenance(msgspec.Struct, frozen=True):
 def gate(cfg: Any) -> Backend | None:
     """auto gate (tests/fixtures/injection.rules:23:1): a per-runner auto-default gate.
 
-    Yields Backend.FLASHINFER when every condition holds, else None. The value is handed to a
-    resolver as a slot and never written to process config.
+    Yields Backend.FLASHINFER when every condition holds, else None. The value is handed to a resolver
+    as a slot and never written to process config.
     """
     override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
 
@@ -3809,10 +3861,11 @@ def gate(cfg: Any) -> Backend | None:
 
 
 def resolve_s(cfg: Any, *, d: Backend | str | None = None) -> S:
-    """Resolve a S (tests/fixtures/injection.rules:25:1) from process config and this runner\'s slots.
+    """Resolve a S (tests/fixtures/injection.rules:25:1).
 
-    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
-    nothing. Each field is the value of the first tier of its chain that yields one.
+    From process config and this runner's slots. Pure: reads each config leaf once (None = unset; names
+    or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
+    chain that yields one.
     """
     d = _as_backend(d, "slot d (tests/fixtures/injection.rules:26:5)")
     backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
@@ -3833,7 +3886,10 @@ def resolve_s(cfg: Any, *, d: Backend | str | None = None) -> S:
 
 
 def resolve_s_with_provenance(cfg: Any, *, d: Backend | str | None = None) -> tuple[S, SProvenance]:
-    """As resolve_s(), and also which tier decided each field, as written, with its rules line."""
+    """Resolve a S (tests/fixtures/injection.rules:25:1) and say which tier decided each field.
+
+    As resolve_s(); the provenance holds each deciding tier as written, and its rules line.
+    """
     d = _as_backend(d, "slot d (tests/fixtures/injection.rules:26:5)")
     backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
     if backend is None:
@@ -3860,10 +3916,10 @@ def resolve_s_with_provenance(cfg: Any, *, d: Backend | str | None = None) -> tu
 
 
 def stamp_s(runner: Any, *, cfg: Any) -> S:
-    """Stamp runner.s with this runner\'s S (tests/fixtures/injection.rules:25:1) and return it.
+    """Stamp this runner with its S (tests/fixtures/injection.rules:25:1) and return it.
 
-    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
-    by resolve_s_with_provenance(), set on the runner, and logged with the deciding tier of every
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then
+    resolved by resolve_s_with_provenance(), set on runner.s, and logged with the deciding tier of every
     field. Writes nothing but that one runner attribute: never process config.
     """
     d = gate(cfg)
@@ -3882,9 +3938,10 @@ def stamp_s(runner: Any, *, cfg: Any) -> S:
 def require_s(runner: Any) -> S:
     """The fail-closed guard of S (tests/fixtures/injection.rules:25:1).
 
-    Consumers that read the stamp through it: Consumer (tests/fixtures/injection.rules:35:1).
-    Returns runner.s; raises UnstampedRunnerError (an AttributeError) when the runner has
-    none, or holds something else under that name. There is no default stamp.
+    Returns runner.s; raises UnstampedRunnerError (an AttributeError) when the runner has none, or holds
+    something else under that name. There is no default stamp.
+
+    Consumers that read the stamp through it (tests/fixtures/injection.rules:35:1): Consumer.
     """
     stamp = getattr(runner, "s", None)
     if isinstance(stamp, S):
@@ -3898,12 +3955,12 @@ def require_s(runner: Any) -> S:
 
 
 def boot(cfg: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
-    """launch boot (tests/fixtures/injection.rules:16:1): process-level normalisation, once, before any runner exists.
+    """launch boot (tests/fixtures/injection.rules:16:1): process-level normalisation.
 
-    Works on a copy of the config leaves it reads (None = unset; names or members) and returns the leaves
-    it set, per namespace ({namespace: {leaf: value}}); the caller applies them to process config. Its
-    local fields never leave it. Raises RuleViolationError, naming the rules line, at the first `forbid`
-    or `require` that fails.
+    Runs once, before any runner exists. Works on a copy of the config leaves it reads (None = unset;
+    names or members) and returns the leaves it set, per namespace ({namespace: {leaf: value}}); the
+    caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
+    naming the rules line, at the first `forbid` or `require` that fails.
     """
     backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
     if backend is None:
@@ -3937,7 +3994,9 @@ def boot(cfg: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
 
 
 def validate_consumer(stamp: S, *, cfg: Any) -> S:
-    """validate Consumer (tests/fixtures/injection.rules:30:1): what Consumer may do with S.
+    """validate Consumer (tests/fixtures/injection.rules:30:1).
+
+    What Consumer may do with S.
 
     Applies the fallbacks in order (each one logged as a warning naming its rules line) and returns the
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
@@ -3981,7 +4040,9 @@ _P_HOOKS = ("h",)
 
 
 def check_p(archs: Mapping[str, type]) -> ParityReport:
-    """parity p (tests/fixtures/injection.rules:37:1): drafts answer exactly the hooks their targets answer.
+    """parity p (tests/fixtures/injection.rules:37:1).
+
+    Drafts answer exactly the hooks their targets answer.
 
     For each name of `archs` (sorted) that the draft pattern finds (re.search) and that is not excluded,
     the target is the first of base + suffix present in `archs` and other than the draft itself, where
@@ -4549,7 +4610,9 @@ _KERNEL_BY_VALUE: dict[object, Kernel] = {member.value: member for member in Ker
 
 
 def _as_kernel(value: object, what: str) -> Kernel | None:
-    """A member or its name as a Kernel; None stays None (unset); any other value is an error."""
+    """A config value as a Kernel: a member or its name; None stays None (unset), anything else is an error
+    naming `what`.
+    """
     if value is None:
         return None
     try:
@@ -4562,10 +4625,10 @@ def _as_kernel(value: object, what: str) -> Kernel | None:
 
 
 class Pick(msgspec.Struct, frozen=True):
-    """stamp Pick (tests/fixtures/minimal.rules:11:1): one frozen record per runner, on runner.pick.
+    """stamp Pick (tests/fixtures/minimal.rules:11:1): one frozen record per runner.
 
-    Resolve it with resolve_pick(), stamp a runner with stamp_pick(), and read it
-    back through the fail-closed guard require_pick(). Enum fields accept members or their names.
+    It lives on runner.pick. Resolve it with resolve_pick(), stamp a runner with stamp_pick(), and read
+    it back through the fail-closed guard require_pick(). Enum fields accept members or their names.
     """
 
     kernel: Kernel
@@ -4584,10 +4647,11 @@ class PickProvenance(msgspec.Struct, frozen=True):
 
 
 def resolve_pick(settings: Any) -> Pick:
-    """Resolve a Pick (tests/fixtures/minimal.rules:11:1) from process config and this runner\'s slots.
+    """Resolve a Pick (tests/fixtures/minimal.rules:11:1).
 
-    Pure: reads each config leaf once (None = unset; names or members), reads nothing global, writes
-    nothing. Each field is the value of the first tier of its chain that yields one.
+    From process config and this runner's slots. Pure: reads each config leaf once (None = unset; names
+    or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
+    chain that yields one.
     """
     kernel: Kernel | None = _as_kernel(settings.kernel, "settings.kernel (tests/fixtures/minimal.rules:7:5)")
     if kernel is None:
@@ -4607,7 +4671,10 @@ def resolve_pick(settings: Any) -> Pick:
 
 
 def resolve_pick_with_provenance(settings: Any) -> tuple[Pick, PickProvenance]:
-    """As resolve_pick(), and also which tier decided each field, as written, with its rules line."""
+    """Resolve a Pick (tests/fixtures/minimal.rules:11:1) and say which tier decided each field.
+
+    As resolve_pick(); the provenance holds each deciding tier as written, and its rules line.
+    """
     kernel: Kernel | None = _as_kernel(settings.kernel, "settings.kernel (tests/fixtures/minimal.rules:7:5)")
     if kernel is None:
         kernel = Kernel.NAIVE
@@ -4632,11 +4699,11 @@ def resolve_pick_with_provenance(settings: Any) -> tuple[Pick, PickProvenance]:
 
 
 def stamp_pick(runner: Any, *, settings: Any) -> Pick:
-    """Stamp runner.pick with this runner\'s Pick (tests/fixtures/minimal.rules:11:1) and return it.
+    """Stamp this runner with its Pick (tests/fixtures/minimal.rules:11:1) and return it.
 
-    Each slot is the value of the first of its auto-default gates that yields; the stamp is then resolved
-    by resolve_pick_with_provenance(), set on the runner, and logged with the deciding tier of every
-    field. Writes nothing but that one runner attribute: never process config.
+    Each slot is the value of the first of its auto-default gates that yields; the stamp is then
+    resolved by resolve_pick_with_provenance(), set on runner.pick, and logged with the deciding tier of
+    every field. Writes nothing but that one runner attribute: never process config.
     """
     stamp, provenance = resolve_pick_with_provenance(settings)
     runner.pick = stamp
@@ -4647,8 +4714,8 @@ def stamp_pick(runner: Any, *, settings: Any) -> Pick:
 def require_pick(runner: Any) -> Pick:
     """The fail-closed guard of Pick (tests/fixtures/minimal.rules:11:1).
 
-    Returns runner.pick; raises UnstampedRunnerError (an AttributeError) when the runner has
-    none, or holds something else under that name. There is no default stamp.
+    Returns runner.pick; raises UnstampedRunnerError (an AttributeError) when the runner has none, or
+    holds something else under that name. There is no default stamp.
     """
     stamp = getattr(runner, "pick", None)
     if isinstance(stamp, Pick):
