@@ -3,7 +3,8 @@
 Load and check every rules file (nothing is written if any has an error), render everything in memory,
 format it with the pinned ruff, then write only the files that changed, atomically, and remove the files
 stampgen owns that no rules file produces any more (codegen/writer.py). `check=True` writes nothing: it
-prints a unified diff of what would change and says whether the output is stale.
+prints a unified diff of what would change and says whether the output is stale (a manifest whose only
+change would be its fingerprint does not make it stale: the generator changed, its output did not).
 
 Before any of that, a fast path: when the manifest records the fingerprint of exactly these inputs (rules
 sources, templates, generator sources, pinned tool versions) and every owned file still has the hash the
@@ -90,7 +91,7 @@ def _generate(rule_paths: list[str], out_dir: str, check: bool, out: TextIO, err
         return 1
     plan = writer.plan(target, outputs, fingerprint)
     if check:
-        if not plan.stale:
+        if not plan.outputs_stale:
             return 0
         out.write(writer.render_diff(plan, display_dir))
         names = [f"{display_dir}/{n}" for n in plan.written() + plan.removed()] or [

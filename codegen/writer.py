@@ -127,7 +127,19 @@ class Plan(msgspec.Struct, frozen=True):
 
     @property
     def stale(self) -> bool:
+        """Something would be written or removed (a new fingerprint in the manifest included)."""
         return bool(self.changes)
+
+    @property
+    def outputs_stale(self) -> bool:
+        """An output would change, appear or go: what `--check` fails on. A manifest whose only change is
+        the fingerprint (the generator changed, its output did not) only costs the fast path."""
+        for change in self.changes:
+            if change.name != MANIFEST:
+                return True
+            if _manifest_files(change.old) != _manifest_files(change.new):
+                return True
+        return False
 
     def written(self) -> list[str]:
         return [c.name for c in self.changes if c.new is not None and c.name != MANIFEST]
@@ -167,6 +179,15 @@ def plan(out_dir: Path, outputs: list[Output], fingerprint: str) -> Plan:
     if current_manifest != manifest and (changes or outputs or current_manifest is not None):
         changes.append(Change(MANIFEST, current_manifest, manifest))
     return Plan(str(out_dir), changes, conflicts)
+
+
+def _manifest_files(text: str | None) -> object:
+    if text is None:
+        return None
+    try:
+        return msgspec.json.decode(text.encode("utf-8"), type=Manifest).files
+    except msgspec.DecodeError:
+        return text
 
 
 def render_diff(p: Plan, display_dir: str) -> str:
