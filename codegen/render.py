@@ -328,6 +328,8 @@ class Read:
     default: str | None  # used when the leaf is unset
     required: str | None  # the error (a Python literal) when a leaf the rules say is always set is unset
     leaf: str  # `namespace.leaf`
+    attribute: str  # the attribute read
+    declared: str  # `namespace.leaf (rules/x.rules:L:C)`
 
 
 @dataclass(frozen=True)
@@ -556,7 +558,16 @@ class _ModuleBuilder:
             required = py_str(
                 f"{leaf.full_name} is unset, but the rules declare it always set ({leaf.loc}): give it a value"
             )
-        return Read(local, opt_ann(leaf.type, True), expr, default, required, leaf.full_name)
+        return Read(
+            local,
+            opt_ann(leaf.type, True),
+            expr,
+            default,
+            required,
+            leaf.full_name,
+            leaf.name,
+            f"{leaf.full_name} ({leaf.loc})",
+        )
 
     def coerce_expr(
         self, enum: EnumT, raw: str, leaf: LeafInfo | None = None, what: str | None = None
@@ -1528,6 +1539,15 @@ def comment(text: str, indent: str = "    ", width: int = 106) -> str:
     return ("\n" + indent).join("# " + line for line in lines)
 
 
+def leaf_map(reads: Sequence[Read]) -> str:
+    """{attribute: "namespace.leaf (rules line)"} as a Python literal, for the error of a missing leaf."""
+    by_attribute: dict[str, list[str]] = {}
+    for r in reads:
+        by_attribute.setdefault(r.attribute, []).append(r.declared)
+    items = [f"{py_str(a)}: {py_str(' or '.join(d))}" for a, d in by_attribute.items()]
+    return "{" + ", ".join(items) + "}"
+
+
 def signature(positional: Sequence[Param], keyword: Sequence[Param] = ()) -> str:
     """A parameter list: positional parameters, then `*` and the keyword-only ones (if any)."""
     parts = [str(p) for p in positional]
@@ -1551,6 +1571,7 @@ def environment() -> jinja2.Environment:
     env.filters["wrap"] = wrap
     env.filters["comment"] = comment
     env.globals["signature"] = signature
+    env.globals["leaf_map"] = leaf_map
     return env
 
 

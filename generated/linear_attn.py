@@ -78,6 +78,14 @@ class UnstampedRunnerError(AttributeError):
     """A consumer was built on a runner without its stamp. Consumers fail closed: they never guess."""
 
 
+def _missing_leaf(error: AttributeError, leaves: dict[str, str]) -> AttributeError:
+    """A config object lacks a leaf the rules read: say which one, and where the rules declare it."""
+    declared = leaves.get(error.name or "")
+    if declared is None:
+        return error
+    return AttributeError(f"the config object has no leaf {declared}: {error}", name=error.name)
+
+
 class LinearAttnKernelBackend(str, enum.Enum):
     """enum LinearAttnKernelBackend (rules/linear_attn.rules:18:1).
 
@@ -201,7 +209,7 @@ def _as_model_family(value: object, what: str) -> ModelFamily | None:
         member = None
     if member is None:
         raise ValueError(
-            f"{what} = {value!r} is not a ModelFamily (one of "
+            f"{what}: {value!r} is not a ModelFamily (one of "
             + "gdn, kda, kda_safe_gate, lightning, mamba2, other"
             + ")"
         )
@@ -243,7 +251,7 @@ def _as_state_dtype(value: object, what: str) -> StateDtype | None:
         member = None
     if member is None:
         raise ValueError(
-            f"{what} = {value!r} is not a StateDtype (one of " + "float32, bfloat16, float16" + ")"
+            f"{what}: {value!r} is not a StateDtype (one of " + "float32, bfloat16, float16" + ")"
         )
     return member
 
@@ -286,7 +294,7 @@ def _as_platform(value: object, what: str) -> Platform | None:
     except TypeError:  # unhashable: not a name
         member = None
     if member is None:
-        raise ValueError(f"{what} = {value!r} is not a Platform (one of " + "cuda, npu, xpu, cpu" + ")")
+        raise ValueError(f"{what}: {value!r} is not a Platform (one of " + "cuda, npu, xpu, cpu" + ")")
     return member
 
 
@@ -343,7 +351,7 @@ def _as_speculative_algorithm(value: object, what: str) -> SpeculativeAlgorithm 
         member = None
     if member is None:
         raise ValueError(
-            f"{what} = {value!r} is not a SpeculativeAlgorithm (one of "
+            f"{what}: {value!r} is not a SpeculativeAlgorithm (one of "
             + "eagle, eagle3, nextn, dspark, dflash, standalone, frozen_kv_mtp"
             + ")"
         )
@@ -385,7 +393,7 @@ def _as_radix_strategy(value: object, what: str) -> RadixStrategy | None:
         member = None
     if member is None:
         raise ValueError(
-            f"{what} = {value!r} is not a RadixStrategy (one of "
+            f"{what}: {value!r} is not a RadixStrategy (one of "
             + "no_buffer, extra_buffer, extra_buffer_lazy"
             + ")"
         )
@@ -429,7 +437,7 @@ def _as_disaggregation_mode(value: object, what: str) -> DisaggregationMode | No
         member = None
     if member is None:
         raise ValueError(
-            f"{what} = {value!r} is not a DisaggregationMode (one of " + "none, prefill, decode" + ")"
+            f"{what}: {value!r} is not a DisaggregationMode (one of " + "none, prefill, decode" + ")"
         )
     return member
 
@@ -468,7 +476,7 @@ def _as_cuda_graph_mode(value: object, what: str) -> CudaGraphMode | None:
     except TypeError:  # unhashable: not a name
         member = None
     if member is None:
-        raise ValueError(f"{what} = {value!r} is not a CudaGraphMode (one of " + "off, piecewise, full" + ")")
+        raise ValueError(f"{what}: {value!r} is not a CudaGraphMode (one of " + "off, piecewise, full" + ")")
     return member
 
 
@@ -618,24 +626,37 @@ def gdn_flashinfer_prefill(
     Yields LinearAttnKernelBackend.FLASHINFER when every condition holds, else None. The value is handed
     to a resolver as a slot and never written to process config.
     """
-    linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_backend
-    )
-    if linear_attn_backend is None:
-        linear_attn_backend = LinearAttnKernelBackend.TRITON
-    linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_prefill_backend
-    )
-    deterministic: bool | None = server.deterministic
-    if deterministic is None:
-        deterministic = False
-    page_major_kv_layout: bool | None = server.page_major_kv_layout
-    if page_major_kv_layout is None:
-        page_major_kv_layout = False
-    dynamic_chunking: bool | None = server.dynamic_chunking
-    if dynamic_chunking is None:
-        dynamic_chunking = False
-    chunked_prefill_size: int | None = server.chunked_prefill_size
+    try:
+        linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_backend
+        )
+        if linear_attn_backend is None:
+            linear_attn_backend = LinearAttnKernelBackend.TRITON
+        linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_prefill_backend
+        )
+        deterministic: bool | None = server.deterministic
+        if deterministic is None:
+            deterministic = False
+        page_major_kv_layout: bool | None = server.page_major_kv_layout
+        if page_major_kv_layout is None:
+            page_major_kv_layout = False
+        dynamic_chunking: bool | None = server.dynamic_chunking
+        if dynamic_chunking is None:
+            dynamic_chunking = False
+        chunked_prefill_size: int | None = server.chunked_prefill_size
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "linear_attn_backend": "mamba.linear_attn_backend (rules/linear_attn.rules:39:5)",
+                "linear_attn_prefill_backend": "mamba.linear_attn_prefill_backend (rules/linear_attn.rules:41:5)",
+                "deterministic": "server.deterministic (rules/linear_attn.rules:50:5)",
+                "page_major_kv_layout": "server.page_major_kv_layout (rules/linear_attn.rules:51:5)",
+                "dynamic_chunking": "server.dynamic_chunking (rules/linear_attn.rules:52:5)",
+                "chunked_prefill_size": "server.chunked_prefill_size (rules/linear_attn.rules:53:5)",
+            },
+        ) from exc
 
     if (
         runner_facts.family is ModelFamily.GDN
@@ -671,25 +692,37 @@ def kda_flashinfer_prefill(
     Yields LinearAttnKernelBackend.FLASHINFER when every condition holds, else None. The value is handed
     to a resolver as a slot and never written to process config.
     """
-    linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_backend
-    )
-    if linear_attn_backend is None:
-        linear_attn_backend = LinearAttnKernelBackend.TRITON
-    linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_prefill_backend
-    )
-    deterministic: bool | None = server.deterministic
-    if deterministic is None:
-        deterministic = False
-    two_batch_overlap: bool | None = server.two_batch_overlap
-    if two_batch_overlap is None:
-        two_batch_overlap = False
-    prefill_cuda_graph: CudaGraphMode | None = _as_cuda_graph_mode(
-        server.prefill_cuda_graph, "server.prefill_cuda_graph (rules/linear_attn.rules:56:5)"
-    )
-    if prefill_cuda_graph is None:
-        prefill_cuda_graph = CudaGraphMode.OFF
+    try:
+        linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_backend
+        )
+        if linear_attn_backend is None:
+            linear_attn_backend = LinearAttnKernelBackend.TRITON
+        linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_prefill_backend
+        )
+        deterministic: bool | None = server.deterministic
+        if deterministic is None:
+            deterministic = False
+        two_batch_overlap: bool | None = server.two_batch_overlap
+        if two_batch_overlap is None:
+            two_batch_overlap = False
+        prefill_cuda_graph: CudaGraphMode | None = _as_cuda_graph_mode(
+            server.prefill_cuda_graph, "server.prefill_cuda_graph (rules/linear_attn.rules:56:5)"
+        )
+        if prefill_cuda_graph is None:
+            prefill_cuda_graph = CudaGraphMode.OFF
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "linear_attn_backend": "mamba.linear_attn_backend (rules/linear_attn.rules:39:5)",
+                "linear_attn_prefill_backend": "mamba.linear_attn_prefill_backend (rules/linear_attn.rules:41:5)",
+                "deterministic": "server.deterministic (rules/linear_attn.rules:50:5)",
+                "two_batch_overlap": "server.two_batch_overlap (rules/linear_attn.rules:55:5)",
+                "prefill_cuda_graph": "server.prefill_cuda_graph (rules/linear_attn.rules:56:5)",
+            },
+        ) from exc
 
     if (
         runner_facts.family is ModelFamily.KDA_SAFE_GATE
@@ -715,20 +748,31 @@ def resolve_linear_attn_backends(
     chain that yields one.
     """
     prefill_default = _as_linear_attn_kernel_backend(prefill_default)
-    linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_backend
-    )
-    if linear_attn_backend is None:
-        linear_attn_backend = LinearAttnKernelBackend.TRITON
-    linear_attn_decode_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_decode_backend
-    )
-    linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_prefill_backend
-    )
-    linear_attn_verify_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_verify_backend
-    )
+    try:
+        linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_backend
+        )
+        if linear_attn_backend is None:
+            linear_attn_backend = LinearAttnKernelBackend.TRITON
+        linear_attn_decode_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_decode_backend
+        )
+        linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_prefill_backend
+        )
+        linear_attn_verify_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_verify_backend
+        )
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "linear_attn_backend": "mamba.linear_attn_backend (rules/linear_attn.rules:39:5)",
+                "linear_attn_decode_backend": "mamba.linear_attn_decode_backend (rules/linear_attn.rules:40:5)",
+                "linear_attn_prefill_backend": "mamba.linear_attn_prefill_backend (rules/linear_attn.rules:41:5)",
+                "linear_attn_verify_backend": "mamba.linear_attn_verify_backend (rules/linear_attn.rules:42:5)",
+            },
+        ) from exc
 
     # decode = flag mamba.linear_attn_decode_backend > base mamba.linear_attn_backend
     decode: LinearAttnKernelBackend
@@ -767,20 +811,31 @@ def resolve_linear_attn_backends_with_provenance(
     line.
     """
     prefill_default = _as_linear_attn_kernel_backend(prefill_default)
-    linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_backend
-    )
-    if linear_attn_backend is None:
-        linear_attn_backend = LinearAttnKernelBackend.TRITON
-    linear_attn_decode_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_decode_backend
-    )
-    linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_prefill_backend
-    )
-    linear_attn_verify_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_verify_backend
-    )
+    try:
+        linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_backend
+        )
+        if linear_attn_backend is None:
+            linear_attn_backend = LinearAttnKernelBackend.TRITON
+        linear_attn_decode_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_decode_backend
+        )
+        linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_prefill_backend
+        )
+        linear_attn_verify_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_verify_backend
+        )
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "linear_attn_backend": "mamba.linear_attn_backend (rules/linear_attn.rules:39:5)",
+                "linear_attn_decode_backend": "mamba.linear_attn_decode_backend (rules/linear_attn.rules:40:5)",
+                "linear_attn_prefill_backend": "mamba.linear_attn_prefill_backend (rules/linear_attn.rules:41:5)",
+                "linear_attn_verify_backend": "mamba.linear_attn_verify_backend (rules/linear_attn.rules:42:5)",
+            },
+        ) from exc
 
     # decode = flag mamba.linear_attn_decode_backend > base mamba.linear_attn_backend
     decode: LinearAttnKernelBackend
@@ -891,46 +946,65 @@ def normalize_linear_attn(mamba: Any, server: Any, launch_facts: LaunchFacts) ->
     caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
     naming the rules line, at the first `forbid` or `require` that fails.
     """
-    linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_backend
-    )
-    if linear_attn_backend is None:
-        linear_attn_backend = LinearAttnKernelBackend.TRITON
-    linear_attn_decode_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_decode_backend
-    )
-    linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_prefill_backend
-    )
-    linear_attn_verify_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
-        mamba.linear_attn_verify_backend
-    )
-    ssm_dtype: StateDtype | None = _as_state_dtype(
-        mamba.ssm_dtype, "mamba.ssm_dtype (rules/linear_attn.rules:43:5)"
-    )
-    enable_linear_replayssm: bool | None = mamba.enable_linear_replayssm
-    if enable_linear_replayssm is None:
-        enable_linear_replayssm = False
-    linear_replayssm_cache_len: int | None = mamba.linear_replayssm_cache_len
-    if linear_replayssm_cache_len is None:
-        linear_replayssm_cache_len = 16
-    enable_linear_replayssm_spec: bool | None = mamba.enable_linear_replayssm_spec
-    if enable_linear_replayssm_spec is None:
-        enable_linear_replayssm_spec = False
-    speculative_algorithm: SpeculativeAlgorithm | None = _as_speculative_algorithm(
-        server.speculative_algorithm, "server.speculative_algorithm (rules/linear_attn.rules:57:5)"
-    )
-    speculative_topk: int | None = server.speculative_topk
-    radix_strategy: RadixStrategy | None = _as_radix_strategy(
-        server.radix_strategy, "server.radix_strategy (rules/linear_attn.rules:59:5)"
-    )
-    if radix_strategy is None:
-        radix_strategy = RadixStrategy.NO_BUFFER
-    disaggregation: DisaggregationMode | None = _as_disaggregation_mode(
-        server.disaggregation, "server.disaggregation (rules/linear_attn.rules:60:5)"
-    )
-    if disaggregation is None:
-        disaggregation = DisaggregationMode.NONE
+    try:
+        linear_attn_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_backend
+        )
+        if linear_attn_backend is None:
+            linear_attn_backend = LinearAttnKernelBackend.TRITON
+        linear_attn_decode_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_decode_backend
+        )
+        linear_attn_prefill_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_prefill_backend
+        )
+        linear_attn_verify_backend: LinearAttnKernelBackend | None = _as_linear_attn_kernel_backend(
+            mamba.linear_attn_verify_backend
+        )
+        ssm_dtype: StateDtype | None = _as_state_dtype(
+            mamba.ssm_dtype, "mamba.ssm_dtype (rules/linear_attn.rules:43:5)"
+        )
+        enable_linear_replayssm: bool | None = mamba.enable_linear_replayssm
+        if enable_linear_replayssm is None:
+            enable_linear_replayssm = False
+        linear_replayssm_cache_len: int | None = mamba.linear_replayssm_cache_len
+        if linear_replayssm_cache_len is None:
+            linear_replayssm_cache_len = 16
+        enable_linear_replayssm_spec: bool | None = mamba.enable_linear_replayssm_spec
+        if enable_linear_replayssm_spec is None:
+            enable_linear_replayssm_spec = False
+        speculative_algorithm: SpeculativeAlgorithm | None = _as_speculative_algorithm(
+            server.speculative_algorithm, "server.speculative_algorithm (rules/linear_attn.rules:57:5)"
+        )
+        speculative_topk: int | None = server.speculative_topk
+        radix_strategy: RadixStrategy | None = _as_radix_strategy(
+            server.radix_strategy, "server.radix_strategy (rules/linear_attn.rules:59:5)"
+        )
+        if radix_strategy is None:
+            radix_strategy = RadixStrategy.NO_BUFFER
+        disaggregation: DisaggregationMode | None = _as_disaggregation_mode(
+            server.disaggregation, "server.disaggregation (rules/linear_attn.rules:60:5)"
+        )
+        if disaggregation is None:
+            disaggregation = DisaggregationMode.NONE
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "linear_attn_backend": "mamba.linear_attn_backend (rules/linear_attn.rules:39:5)",
+                "linear_attn_decode_backend": "mamba.linear_attn_decode_backend (rules/linear_attn.rules:40:5)",
+                "linear_attn_prefill_backend": "mamba.linear_attn_prefill_backend (rules/linear_attn.rules:41:5)",
+                "linear_attn_verify_backend": "mamba.linear_attn_verify_backend (rules/linear_attn.rules:42:5)",
+                "ssm_dtype": "mamba.ssm_dtype (rules/linear_attn.rules:43:5)",
+                "enable_linear_replayssm": "mamba.enable_linear_replayssm (rules/linear_attn.rules:44:5)",
+                "linear_replayssm_cache_len": "mamba.linear_replayssm_cache_len (rules/linear_attn.rules:45:5)",
+                "enable_linear_replayssm_spec": "mamba.enable_linear_replayssm_spec (rules/linear_attn.rules:46:5)",
+                "speculative_algorithm": "server.speculative_algorithm (rules/linear_attn.rules:57:5)",
+                "speculative_topk": "server.speculative_topk (rules/linear_attn.rules:58:5)",
+                "radix_strategy": "server.radix_strategy (rules/linear_attn.rules:59:5)",
+                "disaggregation": "server.disaggregation (rules/linear_attn.rules:60:5)",
+            },
+        ) from exc
 
     changes: dict[str, dict[str, Any]] = {}
     # set mamba.linear_attn_decode_backend = flashinfer (rules/linear_attn.rules:92:5)
@@ -1158,17 +1232,29 @@ def validate_gdn_attn_backend(
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
     the first `forbid` or `require` that fails.
     """
-    deterministic: bool | None = server.deterministic
-    if deterministic is None:
-        deterministic = False
-    page_major_kv_layout: bool | None = server.page_major_kv_layout
-    if page_major_kv_layout is None:
-        page_major_kv_layout = False
-    multi_item_scoring: bool | None = server.multi_item_scoring
-    if multi_item_scoring is None:
-        multi_item_scoring = False
-    speculative_topk: int | None = server.speculative_topk
-    attention_backend: AttentionBackend | None = _as_attention_backend(server.attention_backend)
+    try:
+        deterministic: bool | None = server.deterministic
+        if deterministic is None:
+            deterministic = False
+        page_major_kv_layout: bool | None = server.page_major_kv_layout
+        if page_major_kv_layout is None:
+            page_major_kv_layout = False
+        multi_item_scoring: bool | None = server.multi_item_scoring
+        if multi_item_scoring is None:
+            multi_item_scoring = False
+        speculative_topk: int | None = server.speculative_topk
+        attention_backend: AttentionBackend | None = _as_attention_backend(server.attention_backend)
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "deterministic": "server.deterministic (rules/linear_attn.rules:50:5)",
+                "page_major_kv_layout": "server.page_major_kv_layout (rules/linear_attn.rules:51:5)",
+                "multi_item_scoring": "server.multi_item_scoring (rules/linear_attn.rules:54:5)",
+                "speculative_topk": "server.speculative_topk (rules/linear_attn.rules:58:5)",
+                "attention_backend": "server.attention_backend (rules/linear_attn.rules:61:5)",
+            },
+        ) from exc
 
     # forbid server.deterministic and LinearAttnBackends.prefill == flashinfer (rules/linear_attn.rules:197:5)
     if deterministic and stamp.prefill is LinearAttnKernelBackend.FLASHINFER:
@@ -1315,7 +1401,12 @@ def validate_kda_attn_backend(
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
     the first `forbid` or `require` that fails.
     """
-    speculative_topk: int | None = server.speculative_topk
+    try:
+        speculative_topk: int | None = server.speculative_topk
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc, {"speculative_topk": "server.speculative_topk (rules/linear_attn.rules:58:5)"}
+        ) from exc
 
     # forbid LinearAttnBackends.verify == flashinfer and server.speculative_topk >= 2
     # (rules/linear_attn.rules:229:5)
@@ -1381,7 +1472,12 @@ def validate_lightning_attention_backend(*, server: Any) -> None:
 
     Raises RuleViolationError, naming the rules line, at the first `forbid` or `require` that fails.
     """
-    speculative_topk: int | None = server.speculative_topk
+    try:
+        speculative_topk: int | None = server.speculative_topk
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc, {"speculative_topk": "server.speculative_topk (rules/linear_attn.rules:58:5)"}
+        ) from exc
 
     # forbid server.speculative_topk >= 2 (rules/linear_attn.rules:247:5)
     if speculative_topk is not None and speculative_topk >= 2:

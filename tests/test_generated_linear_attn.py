@@ -445,3 +445,19 @@ def test_parity_pairs_drafts_with_their_targets_and_names_each_offender() -> Non
 def test_a_draft_never_pairs_with_itself() -> None:
     report = la.check_draft_hooks({"MTP": _cls("MTP", True)})
     assert report.pairs == () and report.offenders == ()
+
+
+def test_a_config_object_without_a_leaf_gets_an_error_naming_the_rules_line() -> None:
+    with pytest.raises(AttributeError) as excinfo:
+        la.resolve_linear_attn_backends(SimpleNamespace(linear_attn_backend="triton"))
+    message = str(excinfo.value)
+    assert "mamba.linear_attn_decode_backend" in message and f"({RULES}:" in message
+    assert excinfo.value.name == "linear_attn_decode_backend"
+
+
+def test_an_unknown_name_for_a_closed_enum_leaf_names_the_leaf_and_its_rules_line() -> None:
+    with pytest.raises(ValueError) as excinfo:
+        la.kda_flashinfer_prefill(mamba(), server(prefill_cuda_graph="sometimes"), runner_facts(family="kda"))
+    message = str(excinfo.value)
+    assert message.startswith(f"server.prefill_cuda_graph ({RULES}:")
+    assert "'sometimes' is not a CudaGraphMode (one of off, piecewise, full)" in message

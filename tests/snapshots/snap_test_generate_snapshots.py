@@ -230,6 +230,14 @@ class UnstampedRunnerError(AttributeError):
     """A consumer was built on a runner without its stamp. Consumers fail closed: they never guess."""
 
 
+def _missing_leaf(error: AttributeError, leaves: dict[str, str]) -> AttributeError:
+    """A config object lacks a leaf the rules read: say which one, and where the rules declare it."""
+    declared = leaves.get(error.name or "")
+    if declared is None:
+        return error
+    return AttributeError(f"the config object has no leaf {declared}: {error}", name=error.name)
+
+
 class Level(str, enum.Enum):
     """enum Level (tests/fixtures/edges.rules:4:1)."""
 
@@ -268,7 +276,7 @@ def _as_level(value: object, what: str) -> Level | None:
     except TypeError:  # unhashable: not a name
         member = None
     if member is None:
-        raise ValueError(f"{what} = {value!r} is not a Level (one of " + "value, name, low, high" + ")")
+        raise ValueError(f"{what}: {value!r} is not a Level (one of " + "value, name, low, high" + ")")
     return member
 
 
@@ -1376,6 +1384,14 @@ class UnstampedRunnerError(AttributeError):
     """A consumer was built on a runner without its stamp. Consumers fail closed: they never guess."""
 
 
+def _missing_leaf(error: AttributeError, leaves: dict[str, str]) -> AttributeError:
+    """A config object lacks a leaf the rules read: say which one, and where the rules declare it."""
+    declared = leaves.get(error.name or "")
+    if declared is None:
+        return error
+    return AttributeError(f"the config object has no leaf {declared}: {error}", name=error.name)
+
+
 class Backend(str, enum.Enum):
     """enum Backend (tests/fixtures/everything.rules:4:1).
 
@@ -1460,7 +1476,7 @@ def _as_mode(value: object, what: str) -> Mode | None:
     except TypeError:  # unhashable: not a name
         member = None
     if member is None:
-        raise ValueError(f"{what} = {value!r} is not a Mode (one of " + "eager, graph, compiled" + ")")
+        raise ValueError(f"{what}: {value!r} is not a Mode (one of " + "eager, graph, compiled" + ")")
     return member
 
 
@@ -1498,7 +1514,7 @@ def _as_family(value: object, what: str) -> Family | None:
     except TypeError:  # unhashable: not a name
         member = None
     if member is None:
-        raise ValueError(f"{what} = {value!r} is not a Family (one of " + "gdn, kda, other" + ")")
+        raise ValueError(f"{what}: {value!r} is not a Family (one of " + "gdn, kda, other" + ")")
     return member
 
 
@@ -1596,7 +1612,12 @@ def big_flashinfer(engine: Any, runner_facts: RunnerFacts) -> Backend | None:
     Yields Backend.FLASHINFER when every condition holds, else None. The value is handed to a resolver
     as a slot and never written to process config.
     """
-    prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
+    try:
+        prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc, {"prefill_backend": "engine.prefill_backend (tests/fixtures/everything.rules:11:5)"}
+        ) from exc
 
     if (
         runner_facts.family is Family.GDN
@@ -1631,22 +1652,37 @@ def resolve_choice(
     """
     auto_prefill = _as_backend(auto_prefill)
     hint = _as_backend(hint)
-    backend: Backend | None = _as_backend(engine.backend)
-    if backend is None:
-        backend = Backend.TRITON
-    decode_backend: Backend | None = _as_backend(engine.decode_backend)
-    prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
-    verify_backend: Backend | None = _as_backend(engine.verify_backend)
-    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
-    if mode is None:
-        mode = Mode.EAGER
-    strict: bool | None = engine.strict
-    if strict is None:
-        strict = False
-    chunk: int | None = engine.chunk
-    threads: int | None = engine.threads
-    if threads is None:
-        threads = 2
+    try:
+        backend: Backend | None = _as_backend(engine.backend)
+        if backend is None:
+            backend = Backend.TRITON
+        decode_backend: Backend | None = _as_backend(engine.decode_backend)
+        prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
+        verify_backend: Backend | None = _as_backend(engine.verify_backend)
+        mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+        if mode is None:
+            mode = Mode.EAGER
+        strict: bool | None = engine.strict
+        if strict is None:
+            strict = False
+        chunk: int | None = engine.chunk
+        threads: int | None = engine.threads
+        if threads is None:
+            threads = 2
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "backend": "engine.backend (tests/fixtures/everything.rules:9:5)",
+                "decode_backend": "engine.decode_backend (tests/fixtures/everything.rules:10:5)",
+                "prefill_backend": "engine.prefill_backend (tests/fixtures/everything.rules:11:5)",
+                "verify_backend": "engine.verify_backend (tests/fixtures/everything.rules:12:5)",
+                "mode": "engine.mode (tests/fixtures/everything.rules:13:5)",
+                "strict": "engine.strict (tests/fixtures/everything.rules:14:5)",
+                "chunk": "engine.chunk (tests/fixtures/everything.rules:16:5)",
+                "threads": "engine.threads (tests/fixtures/everything.rules:17:5)",
+            },
+        ) from exc
 
     # decode = flag engine.decode_backend > base engine.backend
     decode: Backend
@@ -1712,22 +1748,37 @@ def resolve_choice_with_provenance(
     """
     auto_prefill = _as_backend(auto_prefill)
     hint = _as_backend(hint)
-    backend: Backend | None = _as_backend(engine.backend)
-    if backend is None:
-        backend = Backend.TRITON
-    decode_backend: Backend | None = _as_backend(engine.decode_backend)
-    prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
-    verify_backend: Backend | None = _as_backend(engine.verify_backend)
-    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
-    if mode is None:
-        mode = Mode.EAGER
-    strict: bool | None = engine.strict
-    if strict is None:
-        strict = False
-    chunk: int | None = engine.chunk
-    threads: int | None = engine.threads
-    if threads is None:
-        threads = 2
+    try:
+        backend: Backend | None = _as_backend(engine.backend)
+        if backend is None:
+            backend = Backend.TRITON
+        decode_backend: Backend | None = _as_backend(engine.decode_backend)
+        prefill_backend: Backend | None = _as_backend(engine.prefill_backend)
+        verify_backend: Backend | None = _as_backend(engine.verify_backend)
+        mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+        if mode is None:
+            mode = Mode.EAGER
+        strict: bool | None = engine.strict
+        if strict is None:
+            strict = False
+        chunk: int | None = engine.chunk
+        threads: int | None = engine.threads
+        if threads is None:
+            threads = 2
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "backend": "engine.backend (tests/fixtures/everything.rules:9:5)",
+                "decode_backend": "engine.decode_backend (tests/fixtures/everything.rules:10:5)",
+                "prefill_backend": "engine.prefill_backend (tests/fixtures/everything.rules:11:5)",
+                "verify_backend": "engine.verify_backend (tests/fixtures/everything.rules:12:5)",
+                "mode": "engine.mode (tests/fixtures/everything.rules:13:5)",
+                "strict": "engine.strict (tests/fixtures/everything.rules:14:5)",
+                "chunk": "engine.chunk (tests/fixtures/everything.rules:16:5)",
+                "threads": "engine.threads (tests/fixtures/everything.rules:17:5)",
+            },
+        ) from exc
 
     # decode = flag engine.decode_backend > base engine.backend
     decode: Backend
@@ -1886,9 +1937,12 @@ def resolve_other(engine: Any) -> Other:
     or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
     chain that yields one.
     """
-    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
-    if mode is None:
-        mode = Mode.EAGER
+    try:
+        mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+        if mode is None:
+            mode = Mode.EAGER
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(exc, {"mode": "engine.mode (tests/fixtures/everything.rules:13:5)"}) from exc
 
     # mode = base engine.mode
     mode_: Mode = mode  # base, tests/fixtures/everything.rules:70:12
@@ -1901,9 +1955,12 @@ def resolve_other_with_provenance(engine: Any) -> tuple[Other, OtherProvenance]:
 
     As resolve_other(); the provenance holds each deciding tier as written, and its rules line.
     """
-    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
-    if mode is None:
-        mode = Mode.EAGER
+    try:
+        mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+        if mode is None:
+            mode = Mode.EAGER
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(exc, {"mode": "engine.mode (tests/fixtures/everything.rules:13:5)"}) from exc
 
     # mode = base engine.mode
     mode_: Mode = mode  # base, tests/fixtures/everything.rules:70:12
@@ -1953,17 +2010,29 @@ def first(engine: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
     caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
     naming the rules line, at the first `forbid` or `require` that fails.
     """
-    backend: Backend | None = _as_backend(engine.backend)
-    if backend is None:
-        backend = Backend.TRITON
-    decode_backend: Backend | None = _as_backend(engine.decode_backend)
-    strict: bool | None = engine.strict
-    if strict is None:
-        strict = False
-    chunk: int | None = engine.chunk
-    threads: int | None = engine.threads
-    if threads is None:
-        threads = 2
+    try:
+        backend: Backend | None = _as_backend(engine.backend)
+        if backend is None:
+            backend = Backend.TRITON
+        decode_backend: Backend | None = _as_backend(engine.decode_backend)
+        strict: bool | None = engine.strict
+        if strict is None:
+            strict = False
+        chunk: int | None = engine.chunk
+        threads: int | None = engine.threads
+        if threads is None:
+            threads = 2
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "backend": "engine.backend (tests/fixtures/everything.rules:9:5)",
+                "decode_backend": "engine.decode_backend (tests/fixtures/everything.rules:10:5)",
+                "strict": "engine.strict (tests/fixtures/everything.rules:14:5)",
+                "chunk": "engine.chunk (tests/fixtures/everything.rules:16:5)",
+                "threads": "engine.threads (tests/fixtures/everything.rules:17:5)",
+            },
+        ) from exc
 
     changes: dict[str, dict[str, Any]] = {}
     # set engine.decode_backend = flashinfer (tests/fixtures/everything.rules:37:5)
@@ -2007,14 +2076,25 @@ def second(engine: Any, extra: Any) -> dict[str, dict[str, Any]]:
     caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
     naming the rules line, at the first `forbid` or `require` that fails.
     """
-    decode_backend: Backend | None = _as_backend(engine.decode_backend)
-    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
-    if mode is None:
-        mode = Mode.EAGER
-    strict: bool | None = engine.strict
-    if strict is None:
-        strict = False
-    pinned: Backend | None = _as_backend(extra.pinned)
+    try:
+        decode_backend: Backend | None = _as_backend(engine.decode_backend)
+        mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+        if mode is None:
+            mode = Mode.EAGER
+        strict: bool | None = engine.strict
+        if strict is None:
+            strict = False
+        pinned: Backend | None = _as_backend(extra.pinned)
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "decode_backend": "engine.decode_backend (tests/fixtures/everything.rules:10:5)",
+                "mode": "engine.mode (tests/fixtures/everything.rules:13:5)",
+                "strict": "engine.strict (tests/fixtures/everything.rules:14:5)",
+                "pinned": "extra.pinned (tests/fixtures/everything.rules:21:5)",
+            },
+        ) from exc
 
     changes: dict[str, dict[str, Any]] = {}
     # set engine.mode = graph (tests/fixtures/everything.rules:47:5)
@@ -2043,7 +2123,10 @@ def validate_consumer(stamp: Choice, *, engine: Any, runner_facts: RunnerFacts) 
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
     the first `forbid` or `require` that fails.
     """
-    fast: bool | None = engine.fast
+    try:
+        fast: bool | None = engine.fast
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(exc, {"fast": "engine.fast (tests/fixtures/everything.rules:15:5)"}) from exc
 
     # forbid helion in Choice (tests/fixtures/everything.rules:74:5)
     if stamp.decode is Backend.HELION or stamp.prefill is Backend.HELION or stamp.verify is Backend.HELION:
@@ -2087,10 +2170,19 @@ def validate_plain_consumer(*, engine: Any) -> None:
 
     Raises RuleViolationError, naming the rules line, at the first `forbid` or `require` that fails.
     """
-    mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
-    if mode is None:
-        mode = Mode.EAGER
-    chunk: int | None = engine.chunk
+    try:
+        mode: Mode | None = _as_mode(engine.mode, "engine.mode (tests/fixtures/everything.rules:13:5)")
+        if mode is None:
+            mode = Mode.EAGER
+        chunk: int | None = engine.chunk
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "mode": "engine.mode (tests/fixtures/everything.rules:13:5)",
+                "chunk": "engine.chunk (tests/fixtures/everything.rules:16:5)",
+            },
+        ) from exc
 
     # forbid engine.chunk == -1 and engine.mode == graph (tests/fixtures/everything.rules:84:5)
     if chunk == -1 and mode is Mode.GRAPH:
@@ -3781,6 +3873,14 @@ class UnstampedRunnerError(AttributeError):
     """A consumer was built on a runner without its stamp. Consumers fail closed: they never guess."""
 
 
+def _missing_leaf(error: AttributeError, leaves: dict[str, str]) -> AttributeError:
+    """A config object lacks a leaf the rules read: say which one, and where the rules declare it."""
+    declared = leaves.get(error.name or "")
+    if declared is None:
+        return error
+    return AttributeError(f"the config object has no leaf {declared}: {error}", name=error.name)
+
+
 class Backend(str, enum.Enum):
     """enum Backend (tests/fixtures/injection.rules:4:1)."""
 
@@ -3811,7 +3911,7 @@ def _as_backend(value: object, what: str) -> Backend | None:
     except TypeError:  # unhashable: not a name
         member = None
     if member is None:
-        raise ValueError(f"{what} = {value!r} is not a Backend (one of " + "triton, flashinfer" + ")")
+        raise ValueError(f"{what}: {value!r} is not a Backend (one of " + "triton, flashinfer" + ")")
     return member
 
 
@@ -3853,7 +3953,12 @@ def gate(cfg: Any) -> Backend | None:
     Yields Backend.FLASHINFER when every condition holds, else None. The value is handed to a resolver
     as a slot and never written to process config.
     """
-    override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
+    try:
+        override: Backend | None = _as_backend(
+            cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)"
+        )
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(exc, {"override": "cfg.override (tests/fixtures/injection.rules:9:5)"}) from exc
 
     if override is None:
         return Backend.FLASHINFER
@@ -3868,10 +3973,21 @@ def resolve_s(cfg: Any, *, d: Backend | str | None = None) -> S:
     chain that yields one.
     """
     d = _as_backend(d, "slot d (tests/fixtures/injection.rules:26:5)")
-    backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
-    if backend is None:
-        backend = Backend.TRITON
-    override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
+    try:
+        backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
+        if backend is None:
+            backend = Backend.TRITON
+        override: Backend | None = _as_backend(
+            cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)"
+        )
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "backend": "cfg.backend (tests/fixtures/injection.rules:7:5)",
+                "override": "cfg.override (tests/fixtures/injection.rules:9:5)",
+            },
+        ) from exc
 
     # b = flag cfg.override > auto d > base cfg.backend
     b: Backend
@@ -3891,10 +4007,21 @@ def resolve_s_with_provenance(cfg: Any, *, d: Backend | str | None = None) -> tu
     As resolve_s(); the provenance holds each deciding tier as written, and its rules line.
     """
     d = _as_backend(d, "slot d (tests/fixtures/injection.rules:26:5)")
-    backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
-    if backend is None:
-        backend = Backend.TRITON
-    override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
+    try:
+        backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
+        if backend is None:
+            backend = Backend.TRITON
+        override: Backend | None = _as_backend(
+            cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)"
+        )
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "backend": "cfg.backend (tests/fixtures/injection.rules:7:5)",
+                "override": "cfg.override (tests/fixtures/injection.rules:9:5)",
+            },
+        ) from exc
 
     # b = flag cfg.override > auto d > base cfg.backend
     b: Backend
@@ -3962,13 +4089,25 @@ def boot(cfg: Any, launch_facts: LaunchFacts) -> dict[str, dict[str, Any]]:
     caller applies them to process config. Its local fields never leave it. Raises RuleViolationError,
     naming the rules line, at the first `forbid` or `require` that fails.
     """
-    backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
-    if backend is None:
-        backend = Backend.TRITON
-    debug: bool | None = cfg.debug
-    if debug is None:
-        debug = False
-    override: Backend | None = _as_backend(cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)")
+    try:
+        backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
+        if backend is None:
+            backend = Backend.TRITON
+        debug: bool | None = cfg.debug
+        if debug is None:
+            debug = False
+        override: Backend | None = _as_backend(
+            cfg.override, "cfg.override (tests/fixtures/injection.rules:9:5)"
+        )
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "backend": "cfg.backend (tests/fixtures/injection.rules:7:5)",
+                "debug": "cfg.debug (tests/fixtures/injection.rules:8:5)",
+                "override": "cfg.override (tests/fixtures/injection.rules:9:5)",
+            },
+        ) from exc
 
     changes: dict[str, dict[str, Any]] = {}
     # forbid cfg.debug and launch.sm == 10 (tests/fixtures/injection.rules:17:5)
@@ -4002,12 +4141,21 @@ def validate_consumer(stamp: S, *, cfg: Any) -> S:
     stamp with them applied, as a new frozen record; raises RuleViolationError, naming the rules line, at
     the first `forbid` or `require` that fails.
     """
-    backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
-    if backend is None:
-        backend = Backend.TRITON
-    debug: bool | None = cfg.debug
-    if debug is None:
-        debug = False
+    try:
+        backend: Backend | None = _as_backend(cfg.backend, "cfg.backend (tests/fixtures/injection.rules:7:5)")
+        if backend is None:
+            backend = Backend.TRITON
+        debug: bool | None = cfg.debug
+        if debug is None:
+            debug = False
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "backend": "cfg.backend (tests/fixtures/injection.rules:7:5)",
+                "debug": "cfg.debug (tests/fixtures/injection.rules:8:5)",
+            },
+        ) from exc
 
     # fallback S.b flashinfer -> triton (tests/fixtures/injection.rules:31:5)
     if stamp.b is Backend.FLASHINFER and backend is Backend.FLASHINFER:
@@ -4590,6 +4738,14 @@ class UnstampedRunnerError(AttributeError):
     """A consumer was built on a runner without its stamp. Consumers fail closed: they never guess."""
 
 
+def _missing_leaf(error: AttributeError, leaves: dict[str, str]) -> AttributeError:
+    """A config object lacks a leaf the rules read: say which one, and where the rules declare it."""
+    declared = leaves.get(error.name or "")
+    if declared is None:
+        return error
+    return AttributeError(f"the config object has no leaf {declared}: {error}", name=error.name)
+
+
 class Kernel(str, enum.Enum):
     """enum Kernel (tests/fixtures/minimal.rules:4:1)."""
 
@@ -4620,7 +4776,7 @@ def _as_kernel(value: object, what: str) -> Kernel | None:
     except TypeError:  # unhashable: not a name
         member = None
     if member is None:
-        raise ValueError(f"{what} = {value!r} is not a Kernel (one of " + "naive, fused" + ")")
+        raise ValueError(f"{what}: {value!r} is not a Kernel (one of " + "naive, fused" + ")")
     return member
 
 
@@ -4653,12 +4809,23 @@ def resolve_pick(settings: Any) -> Pick:
     or members), reads nothing global, writes nothing. Each field is the value of the first tier of its
     chain that yields one.
     """
-    kernel: Kernel | None = _as_kernel(settings.kernel, "settings.kernel (tests/fixtures/minimal.rules:7:5)")
-    if kernel is None:
-        kernel = Kernel.NAIVE
-    kernel_override: Kernel | None = _as_kernel(
-        settings.kernel_override, "settings.kernel_override (tests/fixtures/minimal.rules:8:5)"
-    )
+    try:
+        kernel: Kernel | None = _as_kernel(
+            settings.kernel, "settings.kernel (tests/fixtures/minimal.rules:7:5)"
+        )
+        if kernel is None:
+            kernel = Kernel.NAIVE
+        kernel_override: Kernel | None = _as_kernel(
+            settings.kernel_override, "settings.kernel_override (tests/fixtures/minimal.rules:8:5)"
+        )
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "kernel": "settings.kernel (tests/fixtures/minimal.rules:7:5)",
+                "kernel_override": "settings.kernel_override (tests/fixtures/minimal.rules:8:5)",
+            },
+        ) from exc
 
     # kernel = flag settings.kernel_override > base settings.kernel
     kernel_: Kernel
@@ -4675,12 +4842,23 @@ def resolve_pick_with_provenance(settings: Any) -> tuple[Pick, PickProvenance]:
 
     As resolve_pick(); the provenance holds each deciding tier as written, and its rules line.
     """
-    kernel: Kernel | None = _as_kernel(settings.kernel, "settings.kernel (tests/fixtures/minimal.rules:7:5)")
-    if kernel is None:
-        kernel = Kernel.NAIVE
-    kernel_override: Kernel | None = _as_kernel(
-        settings.kernel_override, "settings.kernel_override (tests/fixtures/minimal.rules:8:5)"
-    )
+    try:
+        kernel: Kernel | None = _as_kernel(
+            settings.kernel, "settings.kernel (tests/fixtures/minimal.rules:7:5)"
+        )
+        if kernel is None:
+            kernel = Kernel.NAIVE
+        kernel_override: Kernel | None = _as_kernel(
+            settings.kernel_override, "settings.kernel_override (tests/fixtures/minimal.rules:8:5)"
+        )
+    except AttributeError as exc:  # a config object without a leaf the rules read
+        raise _missing_leaf(
+            exc,
+            {
+                "kernel": "settings.kernel (tests/fixtures/minimal.rules:7:5)",
+                "kernel_override": "settings.kernel_override (tests/fixtures/minimal.rules:8:5)",
+            },
+        ) from exc
 
     # kernel = flag settings.kernel_override > base settings.kernel
     kernel_: Kernel
