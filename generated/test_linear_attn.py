@@ -522,23 +522,19 @@ def test_stamp_linear_attn_backends_agrees_with_the_interpreter(model: Any, quie
         outcome = resolve_stamp(model, info, env)
         want = {field: outcome[field].value for field in _FIELDS_OF_LINEAR_ATTN_BACKENDS}
         runner = SimpleNamespace()
-        mamba = _namespace(row, "mamba")
-        server = _namespace(row, "server")
-        before = [
-            dict(vars(mamba)),
-            dict(vars(server)),
-        ]
+        config = {
+            "mamba": _namespace(row, "mamba"),
+            "server": _namespace(row, "server"),
+        }
+        before = {name: dict(vars(namespace)) for name, namespace in config.items()}
         stamp = linear_attn.stamp_linear_attn_backends(
             runner,
-            mamba=mamba,
-            server=server,
+            mamba=config["mamba"],
+            server=config["server"],
             runner_facts=_facts(linear_attn.RunnerFacts, "runner", row),
         )
         got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_LINEAR_ATTN_BACKENDS}
-        after = [
-            dict(vars(mamba)),
-            dict(vars(server)),
-        ]
+        after = {name: dict(vars(namespace)) for name, namespace in config.items()}
         if got != want or runner.linear_attn_backends is not stamp or after != before:
             mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
             if len(mismatches) >= MAX_REPORTED:

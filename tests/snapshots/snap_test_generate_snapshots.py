@@ -974,13 +974,14 @@ def test_stamp_knob_agrees_with_the_interpreter(model: Any, quiet: None) -> None
         outcome = resolve_stamp(model, info, env)
         want = {field: outcome[field].value for field in _FIELDS_OF_KNOB}
         runner = SimpleNamespace()
-        before = []
+        config = {}
+        before = {name: dict(vars(namespace)) for name, namespace in config.items()}
         stamp = edges.stamp_knob(
             runner,
             count=row["count"],
         )
         got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_KNOB}
-        after = []
+        after = {name: dict(vars(namespace)) for name, namespace in config.items()}
         if got != want or runner.knob is not stamp or after != before:
             mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
             if len(mismatches) >= MAX_REPORTED:
@@ -1114,13 +1115,14 @@ def test_stamp_tiered_agrees_with_the_interpreter(model: Any, quiet: None) -> No
         outcome = resolve_stamp(model, info, env)
         want = {field: outcome[field].value for field in _FIELDS_OF_TIERED}
         runner = SimpleNamespace()
-        before = []
+        config = {}
+        before = {name: dict(vars(namespace)) for name, namespace in config.items()}
         stamp = edges.stamp_tiered(
             runner,
             runner_facts=_facts(edges.RunnerFacts, "runner", row),
         )
         got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_TIERED}
-        after = []
+        after = {name: dict(vars(namespace)) for name, namespace in config.items()}
         if got != want or runner.tiered is not stamp or after != before:
             mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
             if len(mismatches) >= MAX_REPORTED:
@@ -3438,20 +3440,18 @@ def test_stamp_choice_agrees_with_the_interpreter(model: Any, quiet: None) -> No
         outcome = resolve_stamp(model, info, env)
         want = {field: outcome[field].value for field in _FIELDS_OF_CHOICE}
         runner = SimpleNamespace()
-        engine = _namespace(row, "engine")
-        before = [
-            dict(vars(engine)),
-        ]
+        config = {
+            "engine": _namespace(row, "engine"),
+        }
+        before = {name: dict(vars(namespace)) for name, namespace in config.items()}
         stamp = everything.stamp_choice(
             runner,
-            engine=engine,
+            engine=config["engine"],
             runner_facts=_facts(everything.RunnerFacts, "runner", row),
             hint=row["hint"],
         )
         got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_CHOICE}
-        after = [
-            dict(vars(engine)),
-        ]
+        after = {name: dict(vars(namespace)) for name, namespace in config.items()}
         if got != want or runner.choice is not stamp or after != before:
             mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
             if len(mismatches) >= MAX_REPORTED:
@@ -3574,18 +3574,16 @@ def test_stamp_other_agrees_with_the_interpreter(model: Any, quiet: None) -> Non
         outcome = resolve_stamp(model, info, env)
         want = {field: outcome[field].value for field in _FIELDS_OF_OTHER}
         runner = SimpleNamespace()
-        engine = _namespace(row, "engine")
-        before = [
-            dict(vars(engine)),
-        ]
+        config = {
+            "engine": _namespace(row, "engine"),
+        }
+        before = {name: dict(vars(namespace)) for name, namespace in config.items()}
         stamp = everything.stamp_other(
             runner,
-            engine=engine,
+            engine=config["engine"],
         )
         got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_OTHER}
-        after = [
-            dict(vars(engine)),
-        ]
+        after = {name: dict(vars(namespace)) for name, namespace in config.items()}
         if got != want or runner.other_stamp is not stamp or after != before:
             mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
             if len(mismatches) >= MAX_REPORTED:
@@ -4542,18 +4540,16 @@ def test_stamp_s_agrees_with_the_interpreter(model: Any, quiet: None) -> None:
         outcome = resolve_stamp(model, info, env)
         want = {field: outcome[field].value for field in _FIELDS_OF_S}
         runner = SimpleNamespace()
-        cfg = _namespace(row, "cfg")
-        before = [
-            dict(vars(cfg)),
-        ]
+        config = {
+            "cfg": _namespace(row, "cfg"),
+        }
+        before = {name: dict(vars(namespace)) for name, namespace in config.items()}
         stamp = injection.stamp_s(
             runner,
-            cfg=cfg,
+            cfg=config["cfg"],
         )
         got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_S}
-        after = [
-            dict(vars(cfg)),
-        ]
+        after = {name: dict(vars(namespace)) for name, namespace in config.items()}
         if got != want or runner.s is not stamp or after != before:
             mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
             if len(mismatches) >= MAX_REPORTED:
@@ -5152,18 +5148,16 @@ def test_stamp_pick_agrees_with_the_interpreter(model: Any, quiet: None) -> None
         outcome = resolve_stamp(model, info, env)
         want = {field: outcome[field].value for field in _FIELDS_OF_PICK}
         runner = SimpleNamespace()
-        settings = _namespace(row, "settings")
-        before = [
-            dict(vars(settings)),
-        ]
+        config = {
+            "settings": _namespace(row, "settings"),
+        }
+        before = {name: dict(vars(namespace)) for name, namespace in config.items()}
         stamp = minimal.stamp_pick(
             runner,
-            settings=settings,
+            settings=config["settings"],
         )
         got = {field: _plain(getattr(stamp, field)) for field in _FIELDS_OF_PICK}
-        after = [
-            dict(vars(settings)),
-        ]
+        after = {name: dict(vars(namespace)) for name, namespace in config.items()}
         if got != want or runner.pick is not stamp or after != before:
             mismatches.append(f"{row}: generated {got}, interpreter {want}, config {before} -> {after}")
             if len(mismatches) >= MAX_REPORTED:
