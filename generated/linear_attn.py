@@ -151,8 +151,9 @@ _LINEAR_ATTN_KERNEL_BACKEND_BY_VALUE: dict[object, LinearAttnKernelBackend] = {
 
 
 def _as_linear_attn_kernel_backend(value: object) -> LinearAttnKernelBackend | None:
-    """A config value as a LinearAttnKernelBackend: a member or its name; None stays None (unset), any
-    other name becomes CUSTOM.
+    """A config value as a LinearAttnKernelBackend, or None (unset).
+
+    A member or its name becomes the member; any other name becomes CUSTOM (the enum is open).
     """
     if value is None:
         return None
@@ -198,8 +199,9 @@ _MODEL_FAMILY_BY_VALUE: dict[object, ModelFamily] = {member.value: member for me
 
 
 def _as_model_family(value: object, what: str) -> ModelFamily | None:
-    """A config value as a ModelFamily: a member or its name; None stays None (unset), anything else is an
-    error naming `what`.
+    """A config value as a ModelFamily, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -240,8 +242,9 @@ _STATE_DTYPE_BY_VALUE: dict[object, StateDtype] = {member.value: member for memb
 
 
 def _as_state_dtype(value: object, what: str) -> StateDtype | None:
-    """A config value as a StateDtype: a member or its name; None stays None (unset), anything else is an
-    error naming `what`.
+    """A config value as a StateDtype, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -284,8 +287,9 @@ _PLATFORM_BY_VALUE: dict[object, Platform] = {member.value: member for member in
 
 
 def _as_platform(value: object, what: str) -> Platform | None:
-    """A config value as a Platform: a member or its name; None stays None (unset), anything else is an
-    error naming `what`.
+    """A config value as a Platform, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -340,8 +344,9 @@ _SPECULATIVE_ALGORITHM_BY_VALUE: dict[object, SpeculativeAlgorithm] = {
 
 
 def _as_speculative_algorithm(value: object, what: str) -> SpeculativeAlgorithm | None:
-    """A config value as a SpeculativeAlgorithm: a member or its name; None stays None (unset), anything
-    else is an error naming `what`.
+    """A config value as a SpeculativeAlgorithm, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -382,8 +387,9 @@ _RADIX_STRATEGY_BY_VALUE: dict[object, RadixStrategy] = {member.value: member fo
 
 
 def _as_radix_strategy(value: object, what: str) -> RadixStrategy | None:
-    """A config value as a RadixStrategy: a member or its name; None stays None (unset), anything else is
-    an error naming `what`.
+    """A config value as a RadixStrategy, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -426,8 +432,9 @@ _DISAGGREGATION_MODE_BY_VALUE: dict[object, DisaggregationMode] = {
 
 
 def _as_disaggregation_mode(value: object, what: str) -> DisaggregationMode | None:
-    """A config value as a DisaggregationMode: a member or its name; None stays None (unset), anything else
-    is an error naming `what`.
+    """A config value as a DisaggregationMode, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -466,8 +473,9 @@ _CUDA_GRAPH_MODE_BY_VALUE: dict[object, CudaGraphMode] = {member.value: member f
 
 
 def _as_cuda_graph_mode(value: object, what: str) -> CudaGraphMode | None:
-    """A config value as a CudaGraphMode: a member or its name; None stays None (unset), anything else is
-    an error naming `what`.
+    """A config value as a CudaGraphMode, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -529,8 +537,9 @@ _ATTENTION_BACKEND_BY_VALUE: dict[object, AttentionBackend] = {
 
 
 def _as_attention_backend(value: object) -> AttentionBackend | None:
-    """A config value as a AttentionBackend: a member or its name; None stays None (unset), any other name
-    becomes OTHER.
+    """A config value as a AttentionBackend, or None (unset).
+
+    A member or its name becomes the member; any other name becomes OTHER (the enum is open).
     """
     if value is None:
         return None

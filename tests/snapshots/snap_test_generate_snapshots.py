@@ -266,8 +266,9 @@ _LEVEL_BY_VALUE: dict[object, Level] = {member.value: member for member in Level
 
 
 def _as_level(value: object, what: str) -> Level | None:
-    """A config value as a Level: a member or its name; None stays None (unset), anything else is an error
-    naming `what`.
+    """A config value as a Level, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -1433,8 +1434,9 @@ _BACKEND_BY_VALUE: dict[object, Backend] = {member.value: member for member in B
 
 
 def _as_backend(value: object) -> Backend | None:
-    """A config value as a Backend: a member or its name; None stays None (unset), any other name becomes
-    CUSTOM.
+    """A config value as a Backend, or None (unset).
+
+    A member or its name becomes the member; any other name becomes CUSTOM (the enum is open).
     """
     if value is None:
         return None
@@ -1468,8 +1470,9 @@ _MODE_BY_VALUE: dict[object, Mode] = {member.value: member for member in Mode}
 
 
 def _as_mode(value: object, what: str) -> Mode | None:
-    """A config value as a Mode: a member or its name; None stays None (unset), anything else is an error
-    naming `what`.
+    """A config value as a Mode, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -1506,8 +1509,9 @@ _FAMILY_BY_VALUE: dict[object, Family] = {member.value: member for member in Fam
 
 
 def _as_family(value: object, what: str) -> Family | None:
-    """A config value as a Family: a member or its name; None stays None (unset), anything else is an error
-    naming `what`.
+    """A config value as a Family, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -3899,8 +3903,9 @@ _BACKEND_BY_VALUE: dict[object, Backend] = {member.value: member for member in B
 
 
 def _as_backend(value: object, what: str) -> Backend | None:
-    """A config value as a Backend: a member or its name; None stays None (unset), anything else is an
-    error naming `what`.
+    """A config value as a Backend, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
@@ -4762,8 +4767,9 @@ _KERNEL_BY_VALUE: dict[object, Kernel] = {member.value: member for member in Ker
 
 
 def _as_kernel(value: object, what: str) -> Kernel | None:
-    """A config value as a Kernel: a member or its name; None stays None (unset), anything else is an error
-    naming `what`.
+    """A config value as a Kernel, or None (unset).
+
+    A member or its name becomes the member; anything else is a ValueError naming `what`.
     """
     if value is None:
         return None
