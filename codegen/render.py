@@ -1229,9 +1229,13 @@ def _abstract_values(
     if isinstance(t, EnumT):
         named = [m for m in t.members if m in mentioned]
         others = [m for m in t.members if m not in mentioned]
-        # the stand-in for the unmentioned members: preferably one no input mentions, so tables read clearly
-        quiet = [m for m in others if m not in mentioned_anywhere]
-        return head + tuple(named) + tuple((quiet or others)[:1])
+        # The stand-in for the unmentioned members: an open enum's catch-all member when the rules do not
+        # mention it (it stands for "any other name"), else one that no input mentions, so that tables
+        # read clearly and stay put when the rules start mentioning another member.
+        quiet = [m for m in others if m not in mentioned_anywhere] or others
+        if t.open_member in quiet:
+            quiet = [t.open_member]
+        return head + tuple(named) + tuple(quiet[:1])
     if isinstance(t, IntT):
         seen: dict[tuple[bool, ...], int] = {}
         for v in t.values:
