@@ -47,7 +47,7 @@ def render(diag: Diagnostic, source: str | None) -> str:
             text = src_lines[diag.loc.line - 1].expandtabs(1)
             width = 1
             if diag.loc.end_line == diag.loc.line and diag.loc.end_col > diag.loc.col:
-                width = diag.loc.end_col - diag.loc.col
+                width = max(1, min(diag.loc.end_col, len(text) + 1) - diag.loc.col)
             lines.append(f"  {text}")
             lines.append("  " + " " * (diag.loc.col - 1) + "^" + "~" * (width - 1))
     if diag.hint:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 import msgspec
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from codegen import ir
@@ -522,12 +522,41 @@ def parse(text: str, path: str) -> tuple[ir.RulesFile | None, list[Diagnostic]]:
                     diags.append(diag)
         diags.sort(key=lambda d: (d.loc.line, d.loc.col))
         return None, diags
+    too_deep = _too_deep(tree, path)
+    if too_deep is not None:
+        return None, [too_deep]
     try:
         with _no_cyclic_gc():
             decls = _ToIR(path).transform(tree)
     except VisitError as exc:  # pragma: no cover - a transformer bug, not bad input
         raise exc.orig_exc from exc
     return ir.RulesFile(path, decls), []
+
+
+# Every later stage walks expressions recursively; real conditions nest a dozen levels, so refuse the
+# pathological ones here, with a position, instead of failing with a RecursionError further down.
+MAX_NESTING = 100
+
+
+_EXPRESSION_NODES = {"and_", "or_", "implies", "not_"}
+
+
+def _too_deep(tree: Tree, path: str) -> Diagnostic | None:
+    """The outermost condition nesting deeper than MAX_NESTING, as a diagnostic (an iterative walk)."""
+    stack: list[tuple[Tree, int, Tree | None]] = [(tree, 0, None)]
+    while stack:
+        node, depth, root = stack.pop()
+        if root is None and node.data in _EXPRESSION_NODES:
+            root, depth = node, 0
+        if depth > MAX_NESTING and root is not None:
+            return error(
+                "too-deeply-nested",
+                f"this condition nests more than {MAX_NESTING} levels deep",
+                _loc(path, root.meta),
+                "split it: name parts of it as auto gates, or as separate forbid/require rules",
+            )
+        stack.extend((child, depth + 1, root) for child in node.children if isinstance(child, Tree))
+    return None
 
 
 def lex_with_comments(text: str) -> list[Token]:
