@@ -143,11 +143,24 @@ def cmd_explain(args, out: TextIO, err: TextIO) -> int:
 
 def cmd_table(args, out: TextIO, err: TextIO) -> int:
     model = _model_with_stamp(args, err)
-    table = table_mod.stamp_table(model, args.stamp)
+    try:
+        tables = table_mod.stamp_tables(model, args.stamp)
+    except table_mod.TableTooLarge as exc:
+        print(f"stampgen table: the decision table is too large to enumerate ({exc})", file=err)
+        return EXIT_FINDINGS
     if args.format == "json":
-        out.write(json.dumps(table_mod.to_json(table), indent=2) + "\n")
+        body = (
+            table_mod.to_json(tables[0])
+            if len(tables) == 1
+            else {
+                "stamp": args.stamp,
+                "per_field": True,
+                "tables": [table_mod.to_json(t) for t in tables],
+            }
+        )
+        out.write(json.dumps(body, indent=2) + "\n")
     else:
-        out.write(table_mod.to_markdown(table))
+        out.write("\n".join(table_mod.to_markdown(t) for t in tables))
     return EXIT_OK
 
 
@@ -184,7 +197,11 @@ def cmd_diff(args, out: TextIO, err: TextIO) -> int:
     for name in sorted(set(old) | set(new)):
         a = old.get(name)
         b = new.get(name)
-        changes += table_mod.diff_models(a.model if a else None, b.model if b else None)
+        try:
+            changes += table_mod.diff_models(a.model if a else None, b.model if b else None)
+        except table_mod.TableTooLarge as exc:
+            print(f"stampgen diff: the decision table is too large to enumerate ({exc})", file=err)
+            return EXIT_USAGE
     if args.format == "json":
         import msgspec
 

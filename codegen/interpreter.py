@@ -9,7 +9,7 @@ members as their names (str), ints, bools; None means unset. A name that was not
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import msgspec
@@ -266,20 +266,41 @@ def resolve_stamp(model: Model, stamp: StampInfo, env: Mapping[str, Any]) -> dic
     return {f.name: fields[f.name] for f in stamp.fields}
 
 
-def stamp_inputs(model: Model, stamp: StampInfo) -> list[tuple[str, Type, bool]]:
-    """(name, type, may be unset) of every input a stamp's resolver reads: config leaves, then slots."""
+def field_closure(stamp: StampInfo, fields: Iterable[str]) -> list[str]:
+    """The given fields and every field they read (follow targets, fields named in `when`), in eval order."""
+    names = {f.name for f in stamp.fields}
+    wanted = set(fields)
+    pending = list(wanted)
+    while pending:
+        for tier in stamp.field(pending.pop()).decl.tiers:
+            reads = [tier.ref.name] if tier.kind == "follow" else []
+            reads += [r.name for r in ir.expr_refs(tier.when)] if tier.when is not None else []
+            for name in reads:
+                if name in names and name not in wanted:
+                    wanted.add(name)
+                    pending.append(name)
+    return [name for name in stamp.eval_order if name in wanted]
+
+
+def stamp_inputs(
+    model: Model, stamp: StampInfo, fields: Iterable[str] | None = None
+) -> list[tuple[str, Type, bool]]:
+    """(name, type, may be unset) of every input a stamp's resolver reads: config leaves, then slots.
+
+    With `fields`, only what those fields (and the fields they read) depend on.
+    """
+    chosen = field_closure(stamp, fields) if fields is not None else [f.name for f in stamp.fields]
     names: dict[str, None] = {}
-    for f in stamp.fields:
-        for tier in f.decl.tiers:
-            if tier.kind in ("flag", "base"):
+    for name in chosen:
+        for tier in stamp.field(name).decl.tiers:
+            if tier.kind in ("flag", "base", "auto"):
                 names[tier.ref.name] = None
             if tier.when is not None:
                 for ref in ir.expr_refs(tier.when):
-                    if ref.name in model.leaves:
-                        names[ref.name] = None
+                    names[ref.name] = None
     ordered = [n for n in model.leaves if n in names]
     inputs = [(n, model.leaves[n].type, model.leaves[n].optional) for n in ordered]
-    return inputs + [(s.name, s.type, True) for s in stamp.slots]
+    return inputs + [(s.name, s.type, True) for s in stamp.slots if fields is None or s.name in names]
 
 
 def input_domain(t: Type, optional: bool) -> tuple[Any, ...]:

@@ -9,6 +9,7 @@ lets rows that differ only in such a value merge; merged columns show `*` (any) 
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -76,19 +77,45 @@ def _display(outcome: interp.FieldOutcome) -> str:
     return interp.show_value(outcome.value)
 
 
-def stamp_table(model: Model, stamp_name: str) -> Table:
+# Past this many abstract rows a stamp gets one table per field (each over the inputs that field reads).
+MAX_TABLE_ROWS = 100_000
+
+
+class TableTooLarge(ValueError):
+    """Even one field's table is too large to enumerate."""
+
+
+def _size(inputs: tuple[Input, ...]) -> int:
+    return math.prod(len(i.classes) for i in inputs)
+
+
+def stamp_table(model: Model, stamp_name: str, fields: tuple[str, ...] | None = None) -> Table:
+    """The decision table of a stamp (or of some of its fields) over the abstract input domain."""
     stamp = model.stamps[stamp_name]
-    inputs = abstract_inputs(interp.stamp_inputs(model, stamp), mentioned_literals(stamp))
+    inputs = abstract_inputs(interp.stamp_inputs(model, stamp, fields), mentioned_literals(stamp))
+    shown = fields or tuple(f.name for f in stamp.fields)
+    if _size(inputs) > MAX_TABLE_ROWS:
+        raise TableTooLarge(f"{stamp_name} {', '.join(shown)}: {_size(inputs):,} rows")
     rows = []
     base_env = interp.config_env(model, {})
     for combo in itertools.product(*(range(len(i.classes)) for i in inputs)):
         env = dict(base_env)
         env.update({inp.name: inp.representatives[k] for inp, k in zip(inputs, combo)})
-        fields = interp.resolve_stamp(model, stamp, env)
-        outputs = tuple((_display(f), f.tier, f.source) for f in fields.values())
+        resolved = interp.resolve_stamp(model, stamp, env)
+        outputs = tuple((_display(resolved[f]), resolved[f].tier, resolved[f].source) for f in shown)
         rows.append(Row(tuple(inp.classes[k] for inp, k in zip(inputs, combo)), outputs))
     merged = merge_rows(rows, inputs)
-    return Table(stamp.name, inputs, tuple(f.name for f in stamp.fields), merged)
+    label = stamp.name if fields is None else f"{stamp.name}.{fields[0]}"
+    return Table(label, inputs, shown, merged)
+
+
+def stamp_tables(model: Model, stamp_name: str) -> list[Table]:
+    """One table for the whole stamp, or one per field when the whole one would be too large."""
+    stamp = model.stamps[stamp_name]
+    whole = abstract_inputs(interp.stamp_inputs(model, stamp), mentioned_literals(stamp))
+    if _size(whole) <= MAX_TABLE_ROWS:
+        return [stamp_table(model, stamp_name)]
+    return [stamp_table(model, stamp_name, (f.name,)) for f in stamp.fields]
 
 
 def merge_rows(rows: list[Row], inputs: tuple[Input, ...]) -> tuple[Row, ...]:
@@ -220,13 +247,38 @@ def diff_models(old: Model | None, new: Model | None) -> list[Change]:
 
 
 def _diff_stamp(old: Model, a: StampInfo, new: Model, b: StampInfo) -> list[Change]:
+    """Changed rows over the joint inputs, or field by field when the joint domain is too large."""
+    kept = {f.name for f in b.fields}
+    changes = [
+        Change(b.name, {}, f.name, "(field)", "(no field)", str(f.decl.loc), None)
+        for f in a.fields
+        if f.name not in kept
+    ]
+    whole = _diff_inputs(old, a, new, b, None)
+    if _size(whole) <= MAX_TABLE_ROWS:
+        return changes + _diff_fields(old, a, new, b, [f.name for f in b.fields], whole)
+    for f in b.fields:
+        inputs = _diff_inputs(old, a, new, b, f.name)
+        if _size(inputs) > MAX_TABLE_ROWS:
+            raise TableTooLarge(f"{b.name}.{f.name}: {_size(inputs):,} rows")
+        changes += _diff_fields(old, a, new, b, [f.name], inputs)
+    return changes
+
+
+def _diff_inputs(old: Model, a: StampInfo, new: Model, b: StampInfo, field: str | None) -> tuple[Input, ...]:
     seen: dict[str, tuple[Type, bool]] = {}
     for model, stamp in ((old, a), (new, b)):
-        for name, t, opt in interp.stamp_inputs(model, stamp):
+        if field is not None and field not in {f.name for f in stamp.fields}:
+            continue
+        for name, t, opt in interp.stamp_inputs(model, stamp, None if field is None else (field,)):
             seen.setdefault(name, (t, opt))
     named = mentioned_literals(a) | mentioned_literals(b)
-    inputs = abstract_inputs([(n, t, o) for n, (t, o) in seen.items()], named)
-    fields = [f.name for f in b.fields]
+    return abstract_inputs([(n, t, o) for n, (t, o) in seen.items()], named)
+
+
+def _diff_fields(
+    old: Model, a: StampInfo, new: Model, b: StampInfo, fields: list[str], inputs: tuple[Input, ...]
+) -> list[Change]:
     rows = []
     env_a, env_b = interp.config_env(old, {}), interp.config_env(new, {})
     for combo in itertools.product(*(range(len(i.classes)) for i in inputs)):

@@ -263,3 +263,33 @@ def test_diff_of_an_unknown_revision_exits_2_with_gits_message(stampgen, repo_wi
     assert status == 2 and out == ""
     assert err.startswith("stampgen diff: error: git ") and "no-such-revision" in err
     assert "Traceback" not in err
+
+
+WIDE_RULES = "\n".join(
+    ["enum B { a b c d e f }", "config m {"]
+    + [f"    x{i}: B?" for i in range(16)]
+    + ["    base: B = a", "}", "stamp S on runner.s {"]
+    + [f"    f{i} = flag m.x{2 * i} when m.x{2 * i + 1} == a > base m.base" for i in range(8)]
+    + ["}"]
+)
+
+
+def test_a_stamp_too_wide_for_one_table_gets_one_table_per_field(stampgen, tmp_path):
+    path = tmp_path / "wide.rules"
+    path.write_text(WIDE_RULES + "\n", encoding="utf-8")
+    status, out, _ = stampgen("table", "S", "--rules", str(path), "--format", "json")
+    assert status == 0
+    body = json.loads(out)
+    assert body["per_field"] is True
+    assert [t["stamp"] for t in body["tables"]] == [f"S.f{i}" for i in range(8)]
+    # each field's table reads only that field's inputs
+    assert [i["name"] for i in body["tables"][3]["inputs"]] == ["m.x6", "m.x7", "m.base"]
+
+
+def test_diff_of_a_stamp_too_wide_for_one_table_reports_the_changed_field_only(stampgen, tmp_path):
+    old, new = tmp_path / "old.rules", tmp_path / "new.rules"
+    old.write_text(WIDE_RULES + "\n", encoding="utf-8")
+    new.write_text(WIDE_RULES.replace("m.x1 == a", "m.x1 == b") + "\n", encoding="utf-8")
+    status, out, _ = stampgen("diff", str(old), str(new), "--format", "json")
+    assert status == 1
+    assert {c["field"] for c in json.loads(out)} == {"f0"}
