@@ -83,7 +83,7 @@ def cmd_fmt(args, out: TextIO, err: TextIO) -> int:
         loaded = load(path)
         if loaded.source is None or any(d.code.startswith("syntax") for d in loaded.diagnostics):
             _print_diagnostics(loaded, err)
-            print(f"{path}: not formatted: fix the syntax errors first", file=err)
+            print(f"{path}: not formatted: fix the errors above first", file=err)
             status = EXIT_FINDINGS
             continue
         formatted = format_rules(loaded.source)
