@@ -17,8 +17,9 @@ from typing import TextIO
 from codegen import explain as explain_mod
 from codegen import table as table_mod
 from codegen.diagnostics import render
-from codegen.fmt import format_rules
+from codegen.fmt import format_rules, same_meaning
 from codegen.load import Loaded, discover, load, load_text
+from codegen.parser import parse
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -81,13 +82,18 @@ def cmd_fmt(args, out: TextIO, err: TextIO) -> int:
     status = EXIT_OK
     for path in files:
         loaded = load(path)
-        if loaded.source is None or any(d.code.startswith("syntax") for d in loaded.diagnostics):
+        before = parse(loaded.source, path)[0] if loaded.source is not None else None
+        if before is None:  # unreadable or not parseable: nothing to hold the formatted text against
             _print_diagnostics(loaded, err)
             print(f"{path}: not formatted: fix the errors above first", file=err)
             status = EXIT_FINDINGS
             continue
         formatted = format_rules(loaded.source)
         if formatted == loaded.source:
+            continue
+        if not same_meaning(before, parse(formatted, path)[0]):  # never write a text that means otherwise
+            print(f"{path}: not formatted: the formatter would change its meaning (a stampgen bug)", file=err)
+            status = EXIT_FINDINGS
             continue
         if args.check:
             diff = difflib.unified_diff(
