@@ -8,12 +8,9 @@ Formatting never changes meaning: the tests hold parse(fmt(x)) equal to parse(x)
 
 from __future__ import annotations
 
-from typing import Any
-
-import msgspec
 from lark import Token
 
-from codegen.ir import RulesFile
+from codegen.ir import RulesFile, without_positions
 from codegen.parser import DECL_KEYWORDS, lex_with_comments
 
 INDENT = "    "
@@ -165,17 +162,4 @@ def _assemble(rendered: list[tuple[str, str | None, int]]) -> str:
 
 def same_meaning(a: RulesFile | None, b: RulesFile | None) -> bool:
     """Whether two parses say the same thing: equal IR once positions are left out."""
-    if a is None or b is None:
-        return False
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            kept = {k: strip(v) for k, v in value.items() if not k.endswith("loc") and k != "path"}
-            if "clause_locs" in value:
-                kept["clause_locs"] = [keyword for keyword, _ in value["clause_locs"]]
-            return kept
-        if isinstance(value, (list, tuple)):
-            return [strip(v) for v in value]
-        return value
-
-    return strip(msgspec.to_builtins(a)) == strip(msgspec.to_builtins(b))
+    return a is not None and b is not None and without_positions(a) == without_positions(b)

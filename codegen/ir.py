@@ -7,7 +7,7 @@ dotted name exactly as written in the rules (`mamba.linear_attn_backend`, `decod
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Union
 
 import msgspec
 
@@ -348,3 +348,19 @@ Decl = Union[
 class RulesFile(msgspec.Struct, frozen=True):
     path: str
     decls: tuple[Decl, ...]
+
+
+def without_positions(node: Any) -> Any:
+    """A node as plain data with every position left out: what two texts say, not where they say it."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            kept = {k: strip(v) for k, v in value.items() if not k.endswith("loc") and k != "path"}
+            if "clause_locs" in value:
+                kept["clauses"] = [keyword for keyword, _ in value["clause_locs"]]
+            return kept
+        if isinstance(value, (list, tuple)):
+            return [strip(v) for v in value]
+        return value
+
+    return strip(msgspec.to_builtins(node))

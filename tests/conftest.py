@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-from typing import Any
 
 import pytest
 
@@ -18,22 +17,6 @@ def _run_stampgen(*argv: str) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
-def _without_positions(node: Any) -> Any:
-    import msgspec
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            kept = {k: strip(v) for k, v in value.items() if not k.endswith("loc") and k != "path"}
-            if "clause_locs" in value:
-                kept["clauses"] = [keyword for keyword, _ in value["clause_locs"]]
-            return kept
-        if isinstance(value, (list, tuple)):
-            return [strip(v) for v in value]
-        return value
-
-    return strip(msgspec.to_builtins(node))
-
-
 @pytest.fixture(scope="session")
 def stampgen():
     """`stampgen(*argv)` runs the CLI in-process and returns (exit status, stdout, stderr)."""
@@ -43,4 +26,6 @@ def stampgen():
 @pytest.fixture(scope="session")
 def meaning():
     """`meaning(ir)`: the IR as plain data without positions or path, to compare what two texts say."""
-    return _without_positions
+    from codegen.ir import without_positions
+
+    return without_positions
