@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from codegen import interpreter as interp
-from codegen.model import EnumT, Model, StampInfo, domain
+from codegen.model import EnumT, Model, StampInfo
 
 
 class InputError(ValueError):
@@ -197,12 +197,3 @@ def to_text(ex: Explanation) -> str:
         for v in ex.violations:
             out.append(f"  {v.source}: {v.message}  (in {v.rule})")
     return "\n".join(out).rstrip() + "\n"
-
-
-def settings_help(model: Model, stamp: StampInfo) -> list[str]:
-    """Every name --set accepts, with its domain (for usage errors)."""
-    lines = [
-        f"{n}: {', '.join(map(interp.show_value, domain(leaf.type)))}" for n, leaf in model.leaves.items()
-    ]
-    lines += [f"{s.name}: {', '.join(map(interp.show_value, domain(s.type)))}" for s in stamp.slots]
-    return lines

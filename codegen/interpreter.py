@@ -8,8 +8,7 @@ members as their names (str), ints, bools; None means unset. A name that was not
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import msgspec
@@ -305,13 +304,6 @@ def stamp_inputs(
 
 def input_domain(t: Type, optional: bool) -> tuple[Any, ...]:
     return ((None,) if optional else ()) + tuple(domain(t))
-
-
-def enumerate_domain(inputs: list[tuple[str, Type, bool]]) -> Iterator[dict[str, Any]]:
-    """Every combination of input values (the whole finite domain)."""
-    names = [name for name, _, _ in inputs]
-    for values in itertools.product(*(input_domain(t, opt) for _, t, opt in inputs)):
-        yield dict(zip(names, values))
 
 
 # --------------------------------------------------------------------------------------------- gates, launch, validate

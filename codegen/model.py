@@ -48,11 +48,6 @@ def domain(t: Type) -> tuple[Any, ...]:
     return (False, True)
 
 
-def literal_value(lit: ir.Literal) -> Any:
-    return lit.value
-
-
-# Scopes of the things a rule can read.
 PROCESS = "process"  # config leaves: operator intent, resolved at launch
 LAUNCH = "launch"  # launch facts: known once per process
 RUNNER = "runner"  # runner facts: known per runner
