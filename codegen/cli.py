@@ -61,12 +61,36 @@ def _load_all(paths: list[str] | None, err: TextIO) -> list[Loaded]:
 
 def cmd_check(args, out: TextIO, err: TextIO) -> int:
     loaded = _load_all(args.paths, err)
-    for item in loaded:
-        _print_diagnostics(item, err)
-    errors = sum(d.is_error for item in loaded for d in item.diagnostics)
-    warnings = sum(not d.is_error for item in loaded for d in item.diagnostics)
-    if errors or warnings:
-        print(f"{errors} error(s), {warnings} warning(s) in {len(loaded)} file(s)", file=err)
+    diags = [d for item in loaded for d in item.diagnostics]
+    errors = sum(d.is_error for d in diags)
+    if args.format == "json":  # machine-readable, on stdout
+        rows = [
+            {
+                "path": d.loc.path,
+                "line": d.loc.line,
+                "col": d.loc.col,
+                "end_line": d.loc.end_line,
+                "end_col": d.loc.end_col,
+                "severity": d.severity,
+                "code": d.code,
+                "message": d.message,
+                "hint": d.hint,
+            }
+            for d in diags
+        ]
+        out.write(json.dumps(rows, indent=2) + "\n")
+    elif args.format == "github":  # workflow commands: annotations on the pull request's diff
+        for d in diags:
+            text = d.message + (f" ({d.hint})" if d.hint else "")
+            text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            out.write(
+                f"::{d.severity} file={d.loc.path},line={d.loc.line},col={d.loc.col},title={d.code}::{text}\n"
+            )
+    else:
+        for item in loaded:
+            _print_diagnostics(item, err)
+        if diags:
+            print(f"{errors} error(s), {len(diags) - errors} warning(s) in {len(loaded)} file(s)", file=err)
     return EXIT_FINDINGS if errors else EXIT_OK
 
 
@@ -230,6 +254,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="parse and validate .rules files")
     p.add_argument("paths", nargs="*")
+    p.add_argument(
+        "--format",
+        choices=("text", "json", "github"),
+        default="text",
+        help="text (stderr, with source lines and carets), json or github annotations (stdout)",
+    )
     p.set_defaults(run=cmd_check)
 
     p = sub.add_parser("generate", help="write generated/ from the rules")

@@ -3,6 +3,7 @@ and never a Python traceback for bad input. Usage errors go through the real con
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -149,3 +150,29 @@ def test_table_of_rules_with_syntax_errors_exits_1_with_the_diagnostics(stampgen
 
 def test_fmt_check_passes_on_the_repository(stampgen):
     assert stampgen("fmt", "--check") == (0, "", "")
+
+
+def test_check_json_lists_every_diagnostic_with_its_position_on_stdout(stampgen):
+    status, out, err = stampgen("check", "--format", "json", "tests/diagnostics/follow-cycle.rules")
+    assert status == 1 and err == ""
+    [row] = json.loads(out)
+    assert (row["path"], row["line"], row["col"], row["code"]) == (
+        "tests/diagnostics/follow-cycle.rules",
+        8,
+        5,
+        "follow-cycle",
+    )
+    assert row["severity"] == "error" and "cycle" in row["message"]
+
+
+def test_check_github_format_prints_one_workflow_annotation_per_diagnostic(stampgen):
+    status, out, _ = stampgen("check", "--format", "github", "tests/diagnostics/follow-cycle.rules")
+    assert status == 1
+    assert out.splitlines() == [
+        "::error file=tests/diagnostics/follow-cycle.rules,line=8,col=5,title=follow-cycle::"
+        "fields read each other in a cycle: decode -> verify -> decode"
+    ]
+
+
+def test_check_json_on_clean_rules_is_an_empty_list(stampgen):
+    assert stampgen("check", "--format", "json", "rules/linear_attn.rules") == (0, "[]\n", "")
