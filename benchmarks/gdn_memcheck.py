@@ -49,7 +49,9 @@ def main() -> int:
             err = rel_rmse(out.float(), ref.float())
             ok = err <= 1e-2
             failures += not ok
-            print(f"{phase:8s} {backend:10s} {shapes} rel_rmse={err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+            print(
+                f"{phase:8s} {backend:10s} {shapes} rel_rmse={err:.2e} {'ok' if ok else 'WRONG'}", flush=True
+            )
     print("memcheck cases done", "with failures" if failures else "clean")
     return 1 if failures else 0
 
