@@ -26,7 +26,7 @@ codegen-check: install
 	$(STAMPGEN) generate --check
 	$(STAMPGEN) fmt --check
 
-test: install codegen-check
+test: install codegen-check lint
 	$(BIN)/python -m pytest -q
 
 test-fast: install
