@@ -265,20 +265,27 @@ def resolve_stamp(model: Model, stamp: StampInfo, env: Mapping[str, Any]) -> dic
     return {f.name: fields[f.name] for f in stamp.fields}
 
 
-def field_closure(stamp: StampInfo, fields: Iterable[str]) -> list[str]:
-    """The given fields and every field they read (follow targets, fields named in `when`), in eval order."""
-    names = {f.name for f in stamp.fields}
-    wanted = set(fields)
-    pending = list(wanted)
-    while pending:
-        for tier in stamp.field(pending.pop()).decl.tiers:
-            reads = [tier.ref.name] if tier.kind == "follow" else []
-            reads += [r.name for r in ir.expr_refs(tier.when)] if tier.when is not None else []
-            for name in reads:
-                if name in names and name not in wanted:
-                    wanted.add(name)
-                    pending.append(name)
-    return [name for name in stamp.eval_order if name in wanted]
+def field_inputs(info: StampInfo, field_name: str) -> set[str]:
+    """The inputs (config leaves, slots) one field's value depends on, through the fields it reads."""
+    fields = {f.name for f in info.fields}
+    found: set[str] = set()
+    seen: set[str] = set()
+
+    def visit(name: str) -> None:
+        if name in seen:
+            return
+        seen.add(name)
+        for tier in info.field(name).decl.tiers:
+            refs = [tier.ref.name] if tier.ref is not None else []
+            refs += [r.name for r in ir.expr_refs(tier.when)] if tier.when is not None else []
+            for ref in refs:
+                if ref in fields:
+                    visit(ref)
+                else:
+                    found.add(ref)
+
+    visit(field_name)
+    return found
 
 
 def stamp_inputs(
@@ -288,15 +295,8 @@ def stamp_inputs(
 
     With `fields`, only what those fields (and the fields they read) depend on.
     """
-    chosen = field_closure(stamp, fields) if fields is not None else [f.name for f in stamp.fields]
-    names: dict[str, None] = {}
-    for name in chosen:
-        for tier in stamp.field(name).decl.tiers:
-            if tier.kind in ("flag", "base", "auto"):
-                names[tier.ref.name] = None
-            if tier.when is not None:
-                for ref in ir.expr_refs(tier.when):
-                    names[ref.name] = None
+    chosen = [f.name for f in stamp.fields] if fields is None else list(fields)
+    names: set[str] = set().union(*(field_inputs(stamp, name) for name in chosen))
     ordered = [n for n in model.leaves if n in names]
     inputs = [(n, model.leaves[n].type, model.leaves[n].optional) for n in ordered]
     return inputs + [(s.name, s.type, True) for s in stamp.slots if fields is None or s.name in names]
