@@ -140,11 +140,27 @@ class GDNAttnBackend:
         return f"{type(self).__name__}({self.runner_name!r}, {phases})"
 
 
+class _KernelsNotBuilt:
+    """Phases of a consumer whose kernels are not in this package: each call refuses, naming why."""
+
+    def _unavailable(self, phase: str):
+        raise NotImplementedError
+
+    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
+        self._unavailable("prefill")
+
+    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
+        self._unavailable("decode")
+
+    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
+        self._unavailable("verify")
+
+
 # The NPU GDN kernels (sgl_kernel_npu ops, which the rules call "triton") are not part of this package.
 _NPU_GDN_BACKENDS = ("triton",)
 
 
-class AscendGDNAttnBackend(GDNAttnBackend):
+class AscendGDNAttnBackend(_KernelsNotBuilt, GDNAttnBackend):
     """GDN layers of a runner on an Ascend NPU. Same guard and validation; NPU kernels only.
 
     The NPU kernels are not built in this package: construction checks the stamp, every call raises
@@ -170,17 +186,8 @@ class AscendGDNAttnBackend(GDNAttnBackend):
             f"AscendGDNAttnBackend {phase}: the NPU GDN kernels (sgl_kernel_npu) are not part of this package"
         )
 
-    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
-        self._unavailable("prefill")
 
-    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
-        self._unavailable("decode")
-
-    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
-        self._unavailable("verify")
-
-
-class KDAAttnBackend:
+class KDAAttnBackend(_KernelsNotBuilt):
     """Kimi Delta Attention layers (plain and safe-gate) of one runner.
 
     Guard and validation apply now; its kernels land with the KDA work, so every phase refuses until then.
@@ -202,17 +209,8 @@ class KDAAttnBackend:
             f"for runner {self.runner_name!r})"
         )
 
-    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
-        self._unavailable("prefill")
 
-    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
-        self._unavailable("decode")
-
-    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
-        self._unavailable("verify")
-
-
-class LightningAttentionBackend:
+class LightningAttentionBackend(_KernelsNotBuilt):
     """Lightning (MiniMax / Bailing linear) attention of one runner.
 
     Its kernel comes from the model config (``seg_la`` or ``minimax``), not from the linear-attention flags,
@@ -230,12 +228,3 @@ class LightningAttentionBackend:
             f"lightning attention kernels are not built yet (LightningAttentionBackend {phase} "
             f"for runner {self.runner_name!r})"
         )
-
-    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
-        self._unavailable("prefill")
-
-    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
-        self._unavailable("decode")
-
-    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
-        self._unavailable("verify")

@@ -336,10 +336,21 @@ def test_a_kda_consumer_refuses_flashinfer_verify_for_draft_trees():
         attn_backend_wrapper(make_runner("target", "KimiLinearForCausalLM", config))
 
 
-def test_a_kda_consumer_builds_on_a_stamped_runner_but_its_kernels_are_not_there_yet():
-    backend = attn_backend_wrapper(make_runner("target", "KimiLinearForCausalLM", launched()))
-    with pytest.raises(KernelUnavailableError, match="KDA kernels are not built yet"):
-        backend.decode(None, None, None, None, None, state_pool=None, state_indices=None)
+@pytest.mark.parametrize(
+    ("arch", "device", "reason"),
+    [
+        ("KimiLinearForCausalLM", SM90, "KDA kernels are not built yet"),
+        (GDN_TARGET, NPU, "NPU GDN kernels"),
+        ("BailingMoeV2_5ForCausalLM", SM90, "lightning attention kernels are not built yet"),
+    ],
+)
+@pytest.mark.parametrize("phase", ["prefill", "decode", "verify"])
+def test_a_consumer_whose_kernels_are_not_built_refuses_every_phase(arch, device, reason, phase):
+    server = msgspec.structs.replace(CHUNKED, attention_backend="ascend") if device is NPU else CHUNKED
+    backend = attn_backend_wrapper(make_runner("target", arch, launched(server=server), device=device))
+    extra = {"prefill": {"cu_seqlens": None}, "decode": {}, "verify": {"intermediate_states": None}}[phase]
+    with pytest.raises(KernelUnavailableError, match=reason):
+        getattr(backend, phase)(None, None, None, None, None, state_pool=None, state_indices=None, **extra)
 
 
 def test_lightning_attention_refuses_draft_trees_without_reading_a_stamp():
