@@ -19,7 +19,7 @@ from codegen.model import EnumT, IntT, Model, StampInfo, Type, ValidateInfo, dom
 from codegen.naming import snake_case
 
 # Differential tests: the whole finite domain when it has at most this many rows; else the abstract domain
-# (see `_abstract_values`); else this many rows drawn from the abstract domain with a fixed seed.
+# (see `_abstract_classes`); else this many rows drawn from the abstract domain with a fixed seed.
 EXHAUSTIVE_LIMIT = 250_000
 SAMPLE_ROWS = 20_000
 SAMPLE_SEED = 20260815
@@ -115,14 +115,15 @@ def _compare(value: Any, op: str, lit: Any) -> bool:
     }[op]
 
 
-def _abstract_values(
+def _abstract_classes(
     t: Type,
     optional: bool,
     mentioned: Sequence[Any],
     compares: Sequence[tuple[str, Any]],
     mentioned_anywhere: Sequence[Any] = (),
-) -> tuple[Any, ...]:
-    head: tuple[Any, ...] = (None,) if optional else ()
+) -> list[tuple[Any, ...]]:
+    """The classes of values that behave alike, each as a tuple of the values in it, representative first."""
+    head: list[tuple[Any, ...]] = [(None,)] if optional else []
     if isinstance(t, EnumT):
         named = [m for m in t.members if m in mentioned]
         others = [m for m in t.members if m not in mentioned]
@@ -132,20 +133,25 @@ def _abstract_values(
         quiet = [m for m in others if m not in mentioned_anywhere] or others
         if t.open_member in quiet:
             quiet = [t.open_member]
-        return head + tuple(named) + tuple(quiet[:1])
+        rest = [(quiet[0], *(m for m in others if m != quiet[0]))] if others else []
+        return head + [(m,) for m in named] + rest
     if isinstance(t, IntT):
-        seen: dict[tuple[bool, ...], int] = {}
+        groups: dict[tuple[bool, ...], list[int]] = {}
         for v in t.values:
-            seen.setdefault(tuple(_compare(v, op, lit) for op, lit in compares), v)
-        return head + tuple(seen.values())
-    return head + (False, True)
+            groups.setdefault(tuple(_compare(v, op, lit) for op, lit in compares), []).append(v)
+        return head + [tuple(group) for group in groups.values()]
+    return head + [(False,), (True,)]
 
 
 @dataclass(frozen=True)
 class DomainInput:
     name: str  # as the rules say it: `mamba.linear_attn_backend`, `runner.sm`, `prefill_default`, `S.f`
     kind: str  # enum / int / bool
-    values: tuple[Any, ...]
+    values: tuple[Any, ...]  # the values a test runs: one representative per class
+    covers: tuple[tuple[Any, ...], ...] = ()  # per value, every value of its class (itself when empty)
+
+    def cover(self, index: int) -> tuple[Any, ...]:
+        return self.covers[index] if self.covers else (self.values[index],)
 
 
 def kind_of(t: Type) -> str:
@@ -209,14 +215,12 @@ def make_domain(
     if full_rows <= EXHAUSTIVE_LIMIT and not force_abstract:
         return InputDomain(full, "exhaustive", full_rows, full_rows)
     anywhere = [v for values in mentions.values.values() for v in values]
-    abstract = [
-        DomainInput(
-            n,
-            kind_of(t),
-            _abstract_values(t, opt, mentions.values.get(n, []), mentions.compares.get(n, []), anywhere),
+    abstract = []
+    for n, t, opt in inputs:
+        classes = _abstract_classes(
+            t, opt, mentions.values.get(n, []), mentions.compares.get(n, []), anywhere
         )
-        for n, t, opt in inputs
-    ]
+        abstract.append(DomainInput(n, kind_of(t), tuple(c[0] for c in classes), tuple(classes)))
     rows = _product(len(i.values) for i in abstract)
     mode = "abstract" if rows <= EXHAUSTIVE_LIMIT else "sample"
     return InputDomain(abstract, mode, rows if mode == "abstract" else SAMPLE_ROWS, full_rows)

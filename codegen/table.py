@@ -1,23 +1,23 @@
 """Decision tables: a stamp's behaviour over its whole finite input domain, and diffs between two versions.
 
-Enum values that the rules never name behave alike (the rules can only copy them or compare them with
-named values), so each enum input is enumerated as: unset (if optional), every member the stamp names, and
-one `other` standing for all the rest. Values copied from an input are shown by the input's name, which
-lets rows that differ only in such a value merge; merged columns show `*` (any) or `set` (any but unset).
+The domain is abstracted as for the generated tests (codegen/domains.py): values the rules never single out
+behave alike, so each input is enumerated as one representative per class — unset (if optional), every
+member the rules name, `other` for the rest of an enum, and ints grouped by the comparisons the rules make
+(`a|b`). Values copied from an input are shown by the input's name, which lets rows that differ only in
+such a value merge; merged columns show `*` (any) or `set` (any but unset).
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable
 from typing import Any
 
 import msgspec
 
+from codegen import domains
 from codegen import interpreter as interp
-from codegen import ir
-from codegen.model import EnumT, Model, StampInfo, Type, domain
+from codegen.model import Model, StampInfo
 
 OTHER = "other"
 ANY = "*"
@@ -26,8 +26,10 @@ SET = "set"
 
 class Input(msgspec.Struct, frozen=True):
     name: str
-    classes: tuple[Any, ...]  # values, with OTHER standing for the unnamed enum members
+    kind: str  # enum / int / bool
+    classes: tuple[Any, ...]  # the label of each class: a value, None (unset), OTHER, or "a|b" for ints
     representatives: tuple[Any, ...]  # the concrete value evaluated for each class
+    covers: tuple[tuple[Any, ...], ...]  # every value of each class
     optional: bool
 
 
@@ -43,32 +45,34 @@ class Table(msgspec.Struct, frozen=True):
     rows: tuple[Row, ...]
 
 
-def mentioned_literals(stamp: StampInfo) -> set[Any]:
-    names: set[Any] = set()
-    for field in stamp.fields:
-        for tier in field.decl.tiers:
-            if tier.kind == "const":
-                names.add(tier.value.value)
-            if tier.when is not None:
-                names.update(lit.value for _, lit in ir.expr_literals(tier.when))
-    return names
+def _label(kind: str, cover: tuple[Any, ...]) -> Any:
+    if cover == (None,):
+        return None
+    if len(cover) == 1:
+        return cover[0]
+    return OTHER if kind == "enum" else "|".join(interp.show_value(v) for v in cover)
 
 
-def abstract_inputs(inputs: Iterable[tuple[str, Type, bool]], named: set[Any]) -> tuple[Input, ...]:
-    result = []
-    for name, t, optional in inputs:
-        classes: list[Any] = [None] if optional else []
-        reps: list[Any] = [None] if optional else []
-        if isinstance(t, EnumT):
-            kept = [m for m in t.members if m in named]
-            rest = [m for m in t.members if m not in named]
-            classes += kept + ([OTHER] if rest else [])
-            reps += kept + rest[:1]
-        else:
-            classes += list(domain(t))
-            reps += list(domain(t))
-        result.append(Input(name, tuple(classes), tuple(reps), optional))
-    return tuple(result)
+def _make_input(name: str, kind: str, covers: list[tuple[Any, ...]]) -> Input:
+    return Input(
+        name,
+        kind,
+        tuple(_label(kind, c) for c in covers),
+        tuple(c[0] for c in covers),
+        tuple(covers),
+        (None,) in covers,
+    )
+
+
+def stamp_inputs(model: Model, stamp: StampInfo, fields: tuple[str, ...] | None = None) -> tuple[Input, ...]:
+    """The abstract inputs of a stamp's resolver, or of the given fields (and the fields they read)."""
+    whole = domains.stamp_domain(model, stamp, force_abstract=True).inputs
+    keep = None if fields is None else set().union(*(interp.field_inputs(stamp, f) for f in fields))
+    return tuple(
+        _make_input(d.name, d.kind, [d.cover(i) for i in range(len(d.values))])
+        for d in whole
+        if keep is None or d.name in keep
+    )
 
 
 def _display(outcome: interp.FieldOutcome) -> str:
@@ -92,7 +96,7 @@ def _size(inputs: tuple[Input, ...]) -> int:
 def stamp_table(model: Model, stamp_name: str, fields: tuple[str, ...] | None = None) -> Table:
     """The decision table of a stamp (or of some of its fields) over the abstract input domain."""
     stamp = model.stamps[stamp_name]
-    inputs = abstract_inputs(interp.stamp_inputs(model, stamp, fields), mentioned_literals(stamp))
+    inputs = stamp_inputs(model, stamp, fields)
     shown = fields or tuple(f.name for f in stamp.fields)
     if _size(inputs) > MAX_TABLE_ROWS:
         raise TableTooLarge(f"{stamp_name} {', '.join(shown)}: {_size(inputs):,} rows")
@@ -112,8 +116,7 @@ def stamp_table(model: Model, stamp_name: str, fields: tuple[str, ...] | None = 
 def stamp_tables(model: Model, stamp_name: str) -> list[Table]:
     """One table for the whole stamp, or one per field when the whole one would be too large."""
     stamp = model.stamps[stamp_name]
-    whole = abstract_inputs(interp.stamp_inputs(model, stamp), mentioned_literals(stamp))
-    if _size(whole) <= MAX_TABLE_ROWS:
+    if _size(stamp_inputs(model, stamp)) <= MAX_TABLE_ROWS:
         return [stamp_table(model, stamp_name)]
     return [stamp_table(model, stamp_name, (f.name,)) for f in stamp.fields]
 
@@ -266,14 +269,29 @@ def _diff_stamp(old: Model, a: StampInfo, new: Model, b: StampInfo) -> list[Chan
 
 
 def _diff_inputs(old: Model, a: StampInfo, new: Model, b: StampInfo, field: str | None) -> tuple[Input, ...]:
-    seen: dict[str, tuple[Type, bool]] = {}
+    """The inputs of either version, each split into the classes both versions agree behave alike."""
+    versions: dict[str, list[Input]] = {}
     for model, stamp in ((old, a), (new, b)):
         if field is not None and field not in {f.name for f in stamp.fields}:
             continue
-        for name, t, opt in interp.stamp_inputs(model, stamp, None if field is None else (field,)):
-            seen.setdefault(name, (t, opt))
-    named = mentioned_literals(a) | mentioned_literals(b)
-    return abstract_inputs([(n, t, o) for n, (t, o) in seen.items()], named)
+        for inp in stamp_inputs(model, stamp, None if field is None else (field,)):
+            versions.setdefault(inp.name, []).append(inp)
+    return tuple(_refine(name, ins) for name, ins in versions.items())
+
+
+def _refine(name: str, versions: list[Input]) -> Input:
+    """The common refinement of each version's classes (values only one version has keep their class)."""
+    covers = list(versions[0].covers)
+    for other in versions[1:]:
+        mine = {v for c in covers for v in c}
+        theirs = {v for c in other.covers for v in c}
+        covers = (
+            [tuple(v for v in c if v in d) for c in covers for d in other.covers]
+            + [tuple(v for v in c if v not in theirs) for c in covers]
+            + [tuple(v for v in d if v not in mine) for d in other.covers]
+        )
+        covers = [c for c in covers if c]
+    return _make_input(name, versions[0].kind, covers)
 
 
 def _diff_fields(
