@@ -8,7 +8,7 @@ members as their names (str), ints, bools; None means unset. A name that was not
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import msgspec
@@ -288,18 +288,12 @@ def field_inputs(info: StampInfo, field_name: str) -> set[str]:
     return found
 
 
-def stamp_inputs(
-    model: Model, stamp: StampInfo, fields: Iterable[str] | None = None
-) -> list[tuple[str, Type, bool]]:
-    """(name, type, may be unset) of every input a stamp's resolver reads: config leaves, then slots.
-
-    With `fields`, only what those fields (and the fields they read) depend on.
-    """
-    chosen = [f.name for f in stamp.fields] if fields is None else list(fields)
-    names: set[str] = set().union(*(field_inputs(stamp, name) for name in chosen))
+def stamp_inputs(model: Model, stamp: StampInfo) -> list[tuple[str, Type, bool]]:
+    """(name, type, may be unset) of every input a stamp's resolver reads: config leaves, then slots."""
+    names: set[str] = set().union(*(field_inputs(stamp, f.name) for f in stamp.fields))
     ordered = [n for n in model.leaves if n in names]
     inputs = [(n, model.leaves[n].type, model.leaves[n].optional) for n in ordered]
-    return inputs + [(s.name, s.type, True) for s in stamp.slots if fields is None or s.name in names]
+    return inputs + [(s.name, s.type, True) for s in stamp.slots]
 
 
 def input_domain(t: Type, optional: bool) -> tuple[Any, ...]:
