@@ -91,7 +91,7 @@ def _generate(rule_paths: list[str], out_dir: str, check: bool, out: TextIO, err
     outputs = render_outputs(sources, modules, package, root_expr, err)
     if outputs is None:
         return 1
-    plan = writer.plan(target, outputs, fingerprint)
+    plan = writer.plan(target, outputs, fingerprint, sources)
     if check:
         if not plan.outputs_stale:
             return 0

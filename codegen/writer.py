@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
 import msgspec
@@ -148,8 +149,15 @@ class Plan(msgspec.Struct, frozen=True):
         return [c.name for c in self.changes if c.new is None]
 
 
-def plan(out_dir: Path, outputs: list[Output], fingerprint: str) -> Plan:
-    """What has to change in `out_dir` so that it holds exactly `outputs` (and their manifest)."""
+def plan(
+    out_dir: Path, outputs: list[Output], fingerprint: str, sources: Collection[str] | None = None
+) -> Plan:
+    """What has to change in `out_dir` so that it holds exactly `outputs` (and their manifest).
+
+    With `sources` (the rules files generated now), owned files of other rules files that still exist
+    are kept: generating one file never removes another's outputs. Without it, every owned file that
+    is not an output is removed.
+    """
     names = [o.name for o in outputs]
     if len(set(names)) != len(names):
         raise WriteError(f"two outputs have the same name: {sorted(n for n in names if names.count(n) > 1)}")
@@ -168,13 +176,20 @@ def plan(out_dir: Path, outputs: list[Output], fingerprint: str) -> Plan:
             conflicts.append(output.name)
             continue
         changes.append(Change(output.name, current, output.content))
-    for name in sorted(set(owned) - set(names)):
+    kept = {
+        name: entry
+        for name, entry in owned.items()
+        if name not in names
+        and sources is not None
+        and entry.source not in sources
+        and Path(entry.source).is_file()
+    }
+    for name in sorted(set(owned) - set(names) - set(kept)):
         current = _read_text(out_dir / name)
         if current is not None:
             changes.append(Change(name, current, None))
-    manifest = Manifest(
-        fingerprint, {o.name: ManifestEntry(sha256(o.content), o.source) for o in outputs}
-    ).text()
+    entries = {o.name: ManifestEntry(sha256(o.content), o.source) for o in outputs}
+    manifest = Manifest(fingerprint, {**kept, **entries}).text()
     current_manifest = _read_text(out_dir / MANIFEST)
     if current_manifest != manifest and (changes or outputs or current_manifest is not None):
         changes.append(Change(MANIFEST, current_manifest, manifest))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import re
 import shutil
@@ -204,6 +205,32 @@ def test_renaming_a_rules_file_removes_the_outputs_it_owned(workspace: Path) -> 
     ]
 
 
+def test_generating_one_rules_file_keeps_the_outputs_of_the_others(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    before = snapshot_dir(workspace / "generated")
+    status, out, _ = gen("rules/minimal.rules")
+    assert status == 0 and "removed" not in out.replace("0 removed", "")
+    after = snapshot_dir(workspace / "generated")
+    assert {n: after[n] for n in after if n != "MANIFEST.json"} == {
+        n: before[n] for n in before if n != "MANIFEST.json"
+    }
+    manifest = json.loads(after["MANIFEST.json"])
+    assert sorted(manifest["files"]) == [
+        "linear_attn.py",
+        "minimal.py",
+        "test_linear_attn.py",
+        "test_minimal.py",
+    ]
+
+
+def test_generating_one_file_removes_the_outputs_of_a_deleted_rules_file(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    (workspace / "rules" / "minimal.rules").unlink()
+    status, out, _ = gen("rules/linear_attn.rules")
+    assert status == 0 and out == "generated: 0 written, 2 removed\n"
+    assert not (workspace / "generated" / "minimal.py").exists()
+
+
 def test_removal_never_touches_files_it_does_not_own(workspace: Path) -> None:
     assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
     (workspace / "generated" / "__init__.py").write_text("")
@@ -250,6 +277,7 @@ def test_check_catches_a_hand_edit(workspace: Path) -> None:
 
 def test_check_lists_files_it_would_remove(workspace: Path) -> None:
     assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    (workspace / "rules" / "minimal.rules").unlink()
     status, out, _ = gen("rules/linear_attn.rules", check=True)
     assert status == 1
     assert "would remove generated/minimal.py\n" in out and "would remove generated/test_minimal.py\n" in out
