@@ -3,7 +3,8 @@
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py
 
 Covers our Triton prefill / decode / verify and the FlashInfer adapters (when flashinfer imports), with
-padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, GQA
+padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
+long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. Each case also checks the result against the torch reference, so
 a clean memcheck run is also a correct one. Not a test: it needs the GPU and the sanitizer.
 """
@@ -24,8 +25,9 @@ from kernels import gdn  # noqa: E402
 
 CASES = [
     # phase, shapes, extra
-    ("prefill", dict(N=3, H=2, HV=4, K=64, V=64, seqlens=[64, 1, 200]), {}),
+    ("prefill", dict(N=3, H=2, HV=4, K=64, V=64, seqlens=[64, 1, 600]), {}),  # 600: split in 3 segments
     ("prefill", dict(N=4, H=16, HV=32, K=128, V=128, seqlens=[0, 65, 130, 7], pad=1), {}),
+    ("prefill", dict(N=3, H=16, HV=32, K=128, V=128, seqlens=[0, 700, 7]), {}),  # 700: 3 segments
     ("decode", dict(N=5, H=2, HV=4, K=64, V=64, pad=2), {}),
     ("decode", dict(N=8, H=16, HV=32, K=128, V=128, pad=1), {}),
     ("verify", dict(N=3, H=2, HV=4, K=64, V=64, D=4, pad=1), {}),

@@ -43,16 +43,20 @@ FLA_MS = {"T=4096": 0.2531, "T=16384": 0.9670, "T=65536": 3.8833, "16x2048": 2.2
 FLASHINFER_MS = {"T=4096": 0.1470, "T=16384": 0.4249, "T=65536": 1.5393, "16x2048": 0.4256}
 CALLS = 5
 REPLAYS = 20
-# BV < 64 is left out: Triton 3.6 miscompiles it on sm_90 for K ≥ 64 (see ``chunk.launch_config``);
-# on 2026-11-29, BV=32 and BV=16 at K=128 and BV=32 at K=64 gave outputs off by 70-97 % rel RMSE (final
-# states right) and compute-sanitizer reported out-of-bounds shared-memory reads of 1024 bytes.
+# Variations of the default configuration: overrides of LaunchConfig fields, ``seg_scale`` multiplies
+# the segment length. BV=32 is back in: the old state pass was miscompiled there by Triton 3.6 on sm_90
+# (outputs off by 70-97 %); every configuration's output is checked against the fp32-input run.
 SWEEP = [
-    chunk.LaunchConfig(64, 4, 3, 4),
-    chunk.LaunchConfig(64, 4, 1, 4),
-    chunk.LaunchConfig(64, 4, 2, 2),
-    chunk.LaunchConfig(64, 4, 2, 8),
-    chunk.LaunchConfig(128, 4, 2, 4),
-    chunk.LaunchConfig(128, 8, 2, 4),
+    dict(intra_warps=8),
+    dict(state_warps=8),
+    dict(state_stages=1),
+    dict(state_stages=3),
+    dict(seg_scale=0.5),
+    dict(seg_scale=2),
+    dict(seg_scale=4),
+    dict(block_v=32),
+    dict(block_v=32, seg_scale=2),
+    dict(block_v=128, state_warps=8),
 ]
 # A configuration counts only if its output is this close to the fp32-input run (IEEE dots).
 MAX_REL_VS_FP32 = 1e-2
@@ -113,28 +117,47 @@ def rel_rmse(x, ref) -> float:
     ).item()
 
 
-def with_config(config: chunk.LaunchConfig | None, fn):
-    """Run ``fn`` with ``chunk.launch_config`` pinned to ``config`` (None: the module's own choice)."""
+def pinned(variation: dict | None):
+    """The launch_config to use for ``variation`` (None: the module's own choice)."""
+    if not variation:
+        return chunk.launch_config
+    variation = dict(variation)
+    scale = variation.pop("seg_scale", 1)
+
+    def config(*args, **kwargs):
+        cfg = chunk.launch_config(*args, **kwargs)._replace(**variation)
+        return cfg._replace(seg_chunks=max(1, int(cfg.seg_chunks * scale)))
+
+    return config
+
+
+def with_config(variation: dict | None, fn):
+    """Run ``fn`` with ``chunk.launch_config`` pinned to ``variation``."""
     default = chunk.launch_config
-    if config is not None:
-        chunk.launch_config = lambda *args: config
+    chunk.launch_config = pinned(variation)
     try:
         return fn()
     finally:
         chunk.launch_config = default
 
 
-def time_config(inputs: dict, config: chunk.LaunchConfig | None) -> dict:
-    """Whole prefill and the intra-chunk launch alone, under ``config``."""
+def time_config(inputs: dict, variation: dict | None) -> dict:
+    """Whole prefill and its launches alone, under ``variation``."""
 
     def timed():
-        cfg = chunk.launch_config(len(inputs["state_indices"]), HV, V)
+        T, N = inputs["q"].shape[0], len(inputs["state_indices"])
+        cfg = chunk.launch_config(T, N, HV, V)
         total = graph_ms(lambda: chunk.prefill(**inputs))
-        intra_args = [inputs[n] for n in ("q", "k", "g", "beta", "state_indices", "cu_seqlens", "scale")]
-        intra = graph_ms(lambda: chunk._launch_intra(*intra_args, cfg))
-        return dict(config=cfg._asdict(), ms=total, intra_ms=intra)
+        a = [inputs[n] for n in ("q", "k", "v", "g", "beta", "state_indices", "cu_seqlens", "scale")]
+        intra = graph_ms(lambda: chunk._launch_intra(*a, cfg))
+        w, u, _ = chunk._launch_intra(*a, cfg)
+        pool0 = inputs["state_pool"].clone()
+        seg_args = (inputs["k"], inputs["g"], w, u, inputs["state_pool"], inputs["state_indices"])
+        segments = graph_ms(lambda: chunk._launch_segments(*seg_args, inputs["cu_seqlens"], cfg))
+        inputs["state_pool"].copy_(pool0)
+        return dict(config=cfg._asdict(), ms=total, intra_ms=intra, segment_ms=segments)
 
-    return with_config(config, timed)
+    return with_config(variation, timed)
 
 
 def main() -> None:
@@ -157,18 +180,19 @@ def main() -> None:
         o_fp32 = chunk.prefill(**fp32)
         del fp32
         runs = []
-        for config in [None] + (SWEEP if args.sweep else []):
+        for variation in [None] + (SWEEP if args.sweep else []):
             try:
                 inputs["state_pool"].copy_(pool0)
-                o = with_config(config, lambda inputs=inputs: chunk.prefill(**inputs))
+                o = with_config(variation, lambda inputs=inputs: chunk.prefill(**inputs))
                 rel = rel_rmse(o, o_fp32)
                 inputs["state_pool"].copy_(pool0)
-                run = time_config(inputs, config)
-                run["rel_vs_fp32"] = rel
+                run = time_config(inputs, variation)
+                run.update(variation=variation or "default", rel_vs_fp32=rel)
                 runs.append(run)
             except Exception as err:  # a configuration that does not compile or fit
-                label = config._asdict() if config else "default"
-                runs.append(dict(config=label, error=f"{type(err).__name__}: {err}"[:300]))
+                runs.append(
+                    dict(variation=variation or "default", error=f"{type(err).__name__}: {err}"[:300])
+                )
         for run in runs:
             run.update(case=name, T=T)
             if "ms" in run:
@@ -181,7 +205,7 @@ def main() -> None:
                 f.write(json.dumps(run) + "\n")
 
     print(
-        "\ncase      config (BV,warps,stages,intra_warps)  ms       intra ms  Mtok/s   fla Mtok/s  x fla  FI Mtok/s"
+        "\ncase      config (BV,warps,stages,intra_warps,seg)  ms   intra ms  seg ms  Mtok/s  fla Mtok/s  x fla  FI Mtok/s"
     )
     for name in args.cases.split(","):
         T = sum(CASES[name])
@@ -195,7 +219,8 @@ def main() -> None:
             fla = T / FLA_MS[name] / 1e3
             fi = T / FLASHINFER_MS[name] / 1e3
             print(
-                f"{name:9s} {label:7s} {c!s:28s} {r['ms']:8.4f} {r['intra_ms']:8.4f} {r['mtok_s']:8.1f} "
+                f"{name:9s} {label:7s} {c!s:28s} {r['ms']:8.4f} {r['intra_ms']:8.4f} {r['segment_ms']:7.4f} "
+                f"{r['mtok_s']:8.1f} "
                 f"{fla:10.1f} {FLA_MS[name] / r['ms']:6.2f} {fi:9.1f}  rel {r['rel_vs_fp32']:.2e}"
             )
 

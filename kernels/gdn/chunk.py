@@ -1,42 +1,37 @@
 """Chunked Gated DeltaNet prefill in Triton (our own kernels; math in reference/kernels.md §1.1, §2.2).
 
-Two launches, no host synchronisation, so the call can be captured in a CUDA graph:
+Up to three launches, no host synchronisation, so the call can be captured in a CUDA graph:
 
-1. ``_gdn_chunk_intra_kernel`` — fully parallel over (chunk, qk-head); everything in a chunk that does
-   not depend on the running state. With γ the within-chunk cumulative log-decay (fp32, reset each chunk)
-   and A the strictly lower matrix ``β_i (k_i·k_j) exp(γ_i − γ_j)``, it writes two C×C matrices per token
-   row and value head:
-       ``Tβ = (I + A)^{-1} diag(β)``                    (so w = Tβ (exp(γ)⊙K) and u = Tβ V)
-       ``P  = scale · (Q Kᵀ ⊙ exp(γ_i − γ_j) ⊙ [i ≥ j])``
-   The inverse is blocked in 16×16 tiles: diagonal tiles by ``(I−a)(I+a²)(I+a⁴)(I+a⁸)`` (a is nilpotent),
-   off-diagonal tiles by block forward substitution. The 16×16 tiles of KKᵀ and QKᵀ are shared by the
-   value heads of one qk-head (GVA), which halves that work for Qwen3-Next. Decays are built from sums of
-   same-sign g (prefix, suffix, whole tiles), never as a difference of two chunk-long prefix sums, which
-   would cancel catastrophically under strong decay (|γ| in the thousands).
-2. ``_gdn_chunk_state_kernel`` — sequential over the chunks of one sequence, parallel over
-   (sequence, value head, V tile). Per chunk, with S the K×BV state tile in fp32 registers:
-       ``w = Tβ (exp(γ)⊙K)``, ``u = Tβ V``, ``v_new = u − w S``,
-       ``o = scale (Q⊙exp(γ)) S + P v_new``,  ``S ← exp(γ_C) S + (K⊙exp(γ_C − γ))ᵀ v_new``.
-   The output is fused into the state pass, so no per-chunk state is ever written to memory; the pool row
-   is read once at the start and written once at the end.
+1. ``_gdn_chunk_intra_kernel`` — fully parallel over (chunk, value head); everything in a chunk that does
+   not depend on the running state, as whole 64×64 and 64×128 tensor-core dots. With γ the within-chunk
+   cumulative log-decay (fp32, reset each chunk), E = exp(γ_i − γ_j) on and below the diagonal, and A the
+   strictly lower matrix ``β_i (k_i·k_j) E_ij``, it writes per token row and value head
+       ``w = Tβ (exp(γ)⊙K)``, ``u = Tβ V``  with ``Tβ = (I + A)^{-1} diag(β)`` (the WY / UT form), and
+       ``P = scale · (Q Kᵀ ⊙ E)``, zero above the diagonal.
+   The inverse: with D = I + (the 16×16 diagonal blocks of A), ``D^{-1} = (I−a)(I+a²)(I+a⁴)(I+a⁸)``
+   (a^16 = 0), and with N = D^{-1}(A − blocks), strictly block-lower so N⁴ = 0,
+   ``(I + A)^{-1} = (I − N)(I + N²) D^{-1}`` — forward substitution by 16-blocks, as dots. E is built
+   from sums of same-sign g (a masked cumsum), never as a difference of two chunk-long prefix sums,
+   which would cancel catastrophically under strong decay (|γ| in the thousands).
+2. ``_gdn_chunk_segment_kernel`` — only when one sequence is long enough to be split (context
+   parallelism). A sequence is cut into segments of ``seg_chunks`` chunks; the state after a segment is
+   affine in the state before it, ``S' = M S + B``. For every segment but a sequence's last, this pass
+   runs the state recurrence over the segment on the columns ``[V | K]`` at once: from S = 0 with the
+   real u (giving B) and from S = I with u = 0 (giving M). A sequence's first segment instead runs from
+   its pool state (and keeps a copy of it, see 3).
+3. ``_gdn_chunk_state_kernel`` — parallel over (segment, value head, V tile), sequential over the chunks
+   of one segment. The segment's initial state is the pool row (one segment), the copy made in 2 (first
+   of several), or the first segment's end state carried through the (M, B) of the segments between.
+   Per chunk, with S the K×BV state tile in fp32 registers:
+       ``v_new = u − w S``,  ``o = scale (Q⊙exp(γ)) S + P v_new``,  ``S ← exp(γ_C) S + (K⊙exp(γ_C − γ))ᵀ v_new``.
+   The output is fused into the state pass, so no per-chunk state is ever written to memory; a
+   sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
+   the last one may already have written it.)
 
-Bytes per token for Qwen3-Next shapes (H=16, HV=32, K=V=128, bf16): launch 1 reads q, k (8 KiB) and
-writes Tβ, P (8 KiB); launch 2 reads q, k, v, Tβ, P (24 KiB; the V tiles and the two value heads of a
-qk-head share their reads through L2) and writes o (8 KiB) — about 48 KiB/token against a 24.8 KiB
-minimum (fla's pipeline: ~160 KiB/token).
-
-Measured on the H200 (``benchmarks/gdn_prefill_probe.py``): correct (bf16 output rel RMSE 3.4e-3 against
-fp32), but slow — 8 Mtok/s on one long sequence (fla: 16.9) and 19 Mtok/s on 16×2048 (fla: 14.7). The
-state pass takes ~6.5 µs per chunk step with only 64 programs per sequence (BV=64, see
-``launch_config``), and the intra launch ~20 ns/token. Known costs, in the order to attack them: w is
-recomputed by every V tile (2/3 of the state pass's FLOPs; store it from launch 1 instead); Tβ and P
-are loaded under an element-wise causal mask, which defeats vector loads (store the zero upper
-triangle in launch 1 and mask rows only); register pressure at BK=128 (w and S both fp32 in registers);
-the many small 16×16 tiles of launch 1.
-
-Chunks never straddle a ``cu_seqlens`` boundary. Launch 1 runs a fixed grid of ``T // 64 + N`` chunk
-programs (an upper bound on ``Σ ceil(len_n / 64)``); each finds its sequence by a prefix sum over the
-per-sequence chunk counts in registers, and the programs past the last chunk exit at once.
+Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
+bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
+segments that are not last); each program finds its sequence by a prefix sum over the per-sequence
+counts in registers, and programs past the end exit at once.
 """
 
 from __future__ import annotations
@@ -49,7 +44,7 @@ import triton
 import triton.language as tl
 
 CHUNK = 64
-SUB = 16  # tile of the blocked triangular inverse
+_SM_COUNT_HINT = 132  # H200; only shapes how many segments a long sequence is cut into
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
@@ -60,8 +55,52 @@ def _empty(shape, dtype, device) -> torch.Tensor:
 
 
 @triton.jit
+def _locate(cu_seqlens, N, pid, seg_chunks, BN: tl.constexpr, NON_LAST: tl.constexpr):
+    """Which sequence and which of its segments (of ``seg_chunks`` chunks) program ``pid`` owns.
+
+    Counts every segment, or (``NON_LAST``) only the segments that are not their sequence's last.
+    Returns (n, j, bos, eos, segments of n, index of n's first segment among all non-last segments);
+    n ≥ N means the program has no work.
+    """
+    offs_n = tl.arange(0, BN)
+    in_batch = offs_n < N
+    lo = tl.load(cu_seqlens + offs_n, mask=in_batch, other=0).to(tl.int64)
+    hi = tl.load(cu_seqlens + offs_n + 1, mask=in_batch, other=0).to(tl.int64)
+    span = 64 * seg_chunks
+    segs = (hi - lo + span - 1) // span
+    extra = tl.maximum(segs - 1, 0)
+    if NON_LAST:
+        count = extra
+    else:
+        count = segs
+    end = tl.cumsum(count, 0)
+    n = tl.sum((end <= pid).to(tl.int32), 0)
+    this = offs_n == n
+    bos = tl.sum(tl.where(this, lo, 0), 0)
+    eos = tl.sum(tl.where(this, hi, 0), 0)
+    j = pid - tl.sum(tl.where(this, end - count, 0), 0)
+    n_segs = tl.sum(tl.where(this, segs, 0), 0)
+    first_non_last = tl.sum(tl.where(this, tl.cumsum(extra, 0) - extra, 0), 0)
+    return n, j, bos, eos, n_segs, first_non_last
+
+
+@triton.jit
+def _load_rows(base, tok, valid, row_stride, offs, mask):
+    """A [rows, cols] tile of a packed [T, heads, cols] tensor, zero outside the chunk."""
+    ptrs = base + tok[:, None] * row_stride + offs[None, :]
+    return tl.load(ptrs, mask=valid[:, None] & mask[None, :], other=0.0)
+
+
+@triton.jit
+def _store_rows(base, tok, valid, row_stride, offs, mask, tile):
+    ptrs = base + tok[:, None] * row_stride + offs[None, :]
+    tl.store(ptrs, tile.to(base.dtype.element_ty), mask=valid[:, None] & mask[None, :])
+
+
+@triton.jit
 def _inv_unit_lower(a, eye, PREC: tl.constexpr):
-    """(I + a)^{-1} for a strictly lower 16×16 tile: a^16 = 0, so the Neumann series factors exactly."""
+    """(I + a)^{-1} for a strictly lower a with a^16 = 0 (16×16 diagonal blocks): the Neumann series,
+    factored exactly."""
     x = eye - a
     a2 = tl.dot(a, a, input_precision=PREC)
     x = tl.dot(x, eye + a2, input_precision=PREC)
@@ -72,331 +111,285 @@ def _inv_unit_lower(a, eye, PREC: tl.constexpr):
 
 
 @triton.jit
-def _load_rows(base, tok, valid, row_stride, offs_k, mask_k):
-    """A [rows, BK] tile of a packed [T, heads, K] tensor, zero outside the chunk."""
-    ptrs = base + tok[:, None] * row_stride + offs_k[None, :]
-    return tl.load(ptrs, mask=valid[:, None] & mask_k[None, :], other=0.0)
-
-
-@triton.jit
-def _diag_decay(g_tile, r16):
-    """exp(γ_i − γ_j) on a diagonal tile, zero above it, as exp(Σ_{j<m≤i} g_m): a sum of same-sign
-    terms, so no cancellation when γ is large (strong decay)."""
-    d = tl.cumsum(tl.where(r16[:, None] > r16[None, :], g_tile[:, None], 0.0), 0)
-    return tl.where(r16[:, None] >= r16[None, :], tl.exp(d), 0.0)
-
-
-@triton.jit
-def _store_tile(base, tok, ok, row_stride, col0, r16, tile):
-    tl.store(
-        base + tok[:, None] * row_stride + col0 + r16[None, :],
-        tile.to(base.dtype.element_ty),
-        mask=ok[:, None],
-    )
-
-
-@triton.jit
 def _gdn_chunk_intra_kernel(
     q,
     k,
+    v,
     g,
     beta,
     state_indices,
     cu_seqlens,
-    tmat,
-    pmat,
+    w_out,
+    u_out,
+    p_out,
     scale,
     N,
     H: tl.constexpr,
     HV: tl.constexpr,
     K: tl.constexpr,
+    V: tl.constexpr,
     BK: tl.constexpr,
+    BVF: tl.constexpr,
     BN: tl.constexpr,
     PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
 ):
     BT: tl.constexpr = 64
-    B: tl.constexpr = 16
-    G: tl.constexpr = HV // H
-    pid_c = tl.program_id(0)
-    h = tl.program_id(1)
-
-    # Which sequence and which of its chunks this program owns: a prefix sum of ceil(len / 64).
-    offs_n = tl.arange(0, BN)
-    in_batch = offs_n < N
-    seq_lo = tl.load(cu_seqlens + offs_n, mask=in_batch, other=0).to(tl.int64)
-    seq_hi = tl.load(cu_seqlens + offs_n + 1, mask=in_batch, other=0).to(tl.int64)
-    n_chunks = (seq_hi - seq_lo + BT - 1) // BT
-    chunk_end = tl.cumsum(n_chunks, 0)
-    n = tl.sum((chunk_end <= pid_c).to(tl.int32), 0)
+    pid = tl.program_id(0)
+    hv = tl.program_id(1)
+    h = hv // (HV // H)
+    n, j, bos, eos, _, _ = _locate(cu_seqlens, N, pid, 1, BN, False)
     if n >= N:
         return
-    slot = tl.load(state_indices + n)
-    if slot < 0:
+    if tl.load(state_indices + n) < 0:
         return
-    this = offs_n == n
-    bos = tl.sum(tl.where(this, seq_lo, 0), 0)
-    eos = tl.sum(tl.where(this, seq_hi, 0), 0)
-    first = tl.sum(tl.where(this, chunk_end - n_chunks, 0), 0)
-    t0 = bos + (pid_c - first) * BT
 
-    r16 = tl.arange(0, B)
+    rows = tl.arange(0, BT)
+    tok = bos + j * BT + rows
+    ok = tok < eos
     offs_k = tl.arange(0, BK)
+    offs_v = tl.arange(0, BVF)
     mask_k = offs_k < K
-    eye = tl.where(r16[:, None] == r16[None, :], 1.0, 0.0)
+    mask_v = offs_v < V
+    dt = q.dtype.element_ty
+    q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
+    k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
+    v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
+    g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
+    b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
 
-    # The chunk as four 16-row tiles; rows past the sequence end load as zeros.
-    tok0 = t0 + r16
-    tok1 = t0 + B + r16
-    tok2 = t0 + 2 * B + r16
-    tok3 = t0 + 3 * B + r16
-    ok0 = tok0 < eos
-    ok1 = tok1 < eos
-    ok2 = tok2 < eos
-    ok3 = tok3 < eos
-    k_head = k + h * K
-    q_head = q + h * K
-    k0 = _load_rows(k_head, tok0, ok0, H * K, offs_k, mask_k)
-    k1 = _load_rows(k_head, tok1, ok1, H * K, offs_k, mask_k)
-    k2 = _load_rows(k_head, tok2, ok2, H * K, offs_k, mask_k)
-    k3 = _load_rows(k_head, tok3, ok3, H * K, offs_k, mask_k)
-    q0 = _load_rows(q_head, tok0, ok0, H * K, offs_k, mask_k)
-    q1 = _load_rows(q_head, tok1, ok1, H * K, offs_k, mask_k)
-    q2 = _load_rows(q_head, tok2, ok2, H * K, offs_k, mask_k)
-    q3 = _load_rows(q_head, tok3, ok3, H * K, offs_k, mask_k)
-    # Lower tiles of KKᵀ and QKᵀ, shared by the G value heads of this qk-head.
-    kt0 = tl.trans(k0)
-    kt1 = tl.trans(k1)
-    kt2 = tl.trans(k2)
-    kt3 = tl.trans(k3)
-    kk00 = tl.dot(k0, kt0, input_precision=IN_PREC)
-    kk10 = tl.dot(k1, kt0, input_precision=IN_PREC)
-    kk11 = tl.dot(k1, kt1, input_precision=IN_PREC)
-    kk20 = tl.dot(k2, kt0, input_precision=IN_PREC)
-    kk21 = tl.dot(k2, kt1, input_precision=IN_PREC)
-    kk22 = tl.dot(k2, kt2, input_precision=IN_PREC)
-    kk30 = tl.dot(k3, kt0, input_precision=IN_PREC)
-    kk31 = tl.dot(k3, kt1, input_precision=IN_PREC)
-    kk32 = tl.dot(k3, kt2, input_precision=IN_PREC)
-    kk33 = tl.dot(k3, kt3, input_precision=IN_PREC)
-    qk00 = tl.dot(q0, kt0, input_precision=IN_PREC) * scale
-    qk10 = tl.dot(q1, kt0, input_precision=IN_PREC) * scale
-    qk11 = tl.dot(q1, kt1, input_precision=IN_PREC) * scale
-    qk20 = tl.dot(q2, kt0, input_precision=IN_PREC) * scale
-    qk21 = tl.dot(q2, kt1, input_precision=IN_PREC) * scale
-    qk22 = tl.dot(q2, kt2, input_precision=IN_PREC) * scale
-    qk30 = tl.dot(q3, kt0, input_precision=IN_PREC) * scale
-    qk31 = tl.dot(q3, kt1, input_precision=IN_PREC) * scale
-    qk32 = tl.dot(q3, kt2, input_precision=IN_PREC) * scale
-    qk33 = tl.dot(q3, kt3, input_precision=IN_PREC) * scale
-    strict = r16[:, None] > r16[None, :]
+    strict = rows[:, None] > rows[None, :]
+    lower = rows[:, None] >= rows[None, :]
+    eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
+    # E_ij = exp(Σ_{j<m≤i} g_m): a cumsum down the columns of [g_m if m > j].
+    decay = tl.where(lower, tl.exp(tl.cumsum(tl.where(strict, g_c[:, None], 0.0), 0)), 0.0)
 
-    for i_g in range(G):
-        hv = h * G + i_g
-        g0 = tl.load(g + tok0 * HV + hv, mask=ok0, other=0.0)
-        g1 = tl.load(g + tok1 * HV + hv, mask=ok1, other=0.0)
-        g2 = tl.load(g + tok2 * HV + hv, mask=ok2, other=0.0)
-        g3 = tl.load(g + tok3 * HV + hv, mask=ok3, other=0.0)
-        b0 = tl.load(beta + tok0 * HV + hv, mask=ok0, other=0.0)
-        b1 = tl.load(beta + tok1 * HV + hv, mask=ok1, other=0.0)
-        b2 = tl.load(beta + tok2 * HV + hv, mask=ok2, other=0.0)
-        b3 = tl.load(beta + tok3 * HV + hv, mask=ok3, other=0.0)
+    kk = tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC)
+    a = tl.where(strict, b_c[:, None] * kk * decay, 0.0)
+    diag_block = (rows[:, None] // 16) == (rows[None, :] // 16)
+    d_inv = _inv_unit_lower(tl.where(diag_block, a, 0.0), eye, PREC)
+    nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
+    nil2 = tl.dot(nil, nil, input_precision=PREC)
+    t_mat = tl.dot(tl.dot(eye - nil, eye + nil2, input_precision=PREC), d_inv, input_precision=PREC)
+    t_beta = (t_mat * b_c[None, :]).to(dt)
 
-        # exp(γ_i − γ_j) per tile. Across tiles: (prefix of g in row i's tile) + (suffix of g in column
-        # j's tile after j) + (the whole tiles between): every term ≤ 0, so nothing cancels.
-        pre1 = tl.cumsum(g1, 0)
-        pre2 = tl.cumsum(g2, 0)
-        pre3 = tl.cumsum(g3, 0)
-        suf0 = tl.cumsum(g0, 0, reverse=True) - g0
-        suf1 = tl.cumsum(g1, 0, reverse=True) - g1
-        suf2 = tl.cumsum(g2, 0, reverse=True) - g2
-        sum1 = tl.sum(g1, 0)
-        sum2 = tl.sum(g2, 0)
-        e00 = _diag_decay(g0, r16)
-        e11 = _diag_decay(g1, r16)
-        e22 = _diag_decay(g2, r16)
-        e33 = _diag_decay(g3, r16)
-        e10 = tl.exp(pre1[:, None] + suf0[None, :])
-        e21 = tl.exp(pre2[:, None] + suf1[None, :])
-        e32 = tl.exp(pre3[:, None] + suf2[None, :])
-        e20 = tl.exp(pre2[:, None] + suf0[None, :] + sum1)
-        e31 = tl.exp(pre3[:, None] + suf1[None, :] + sum2)
-        e30 = tl.exp(pre3[:, None] + suf0[None, :] + (sum1 + sum2))
+    k_gated = (k_c * tl.exp(tl.cumsum(g_c, 0))[:, None]).to(dt)
+    w_c = tl.dot(t_beta, k_gated, input_precision=IN_PREC)
+    u_c = tl.dot(t_beta, v_c, input_precision=IN_PREC)
+    p_c = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * scale * decay
 
-        # A = β_i (k_i·k_j) exp(γ_i − γ_j), strictly lower.
-        a00 = tl.where(strict, b0[:, None] * kk00 * e00, 0.0)
-        a11 = tl.where(strict, b1[:, None] * kk11 * e11, 0.0)
-        a22 = tl.where(strict, b2[:, None] * kk22 * e22, 0.0)
-        a33 = tl.where(strict, b3[:, None] * kk33 * e33, 0.0)
-        a10 = b1[:, None] * kk10 * e10
-        a20 = b2[:, None] * kk20 * e20
-        a21 = b2[:, None] * kk21 * e21
-        a30 = b3[:, None] * kk30 * e30
-        a31 = b3[:, None] * kk31 * e31
-        a32 = b3[:, None] * kk32 * e32
-
-        # T = (I + A)^{-1}: diagonal tiles, then T_ij = −T_ii Σ_{j≤m<i} A_im T_mj.
-        t00 = _inv_unit_lower(a00, eye, PREC)
-        t11 = _inv_unit_lower(a11, eye, PREC)
-        t22 = _inv_unit_lower(a22, eye, PREC)
-        t33 = _inv_unit_lower(a33, eye, PREC)
-        t10 = -tl.dot(t11, tl.dot(a10, t00, input_precision=PREC), input_precision=PREC)
-        t21 = -tl.dot(t22, tl.dot(a21, t11, input_precision=PREC), input_precision=PREC)
-        s20 = tl.dot(a20, t00, input_precision=PREC) + tl.dot(a21, t10, input_precision=PREC)
-        t20 = -tl.dot(t22, s20, input_precision=PREC)
-        t32 = -tl.dot(t33, tl.dot(a32, t22, input_precision=PREC), input_precision=PREC)
-        s31 = tl.dot(a31, t11, input_precision=PREC) + tl.dot(a32, t21, input_precision=PREC)
-        t31 = -tl.dot(t33, s31, input_precision=PREC)
-        s30 = (
-            tl.dot(a30, t00, input_precision=PREC)
-            + tl.dot(a31, t10, input_precision=PREC)
-            + tl.dot(a32, t20, input_precision=PREC)
-        )
-        t30 = -tl.dot(t33, s30, input_precision=PREC)
-
-        # Tβ = T diag(β) and P = scale · QKᵀ ⊙ exp(γ_i − γ_j), lower tiles only (the state pass masks
-        # everything above the diagonal when it loads them).
-        rs = HV * BT
-        t_head = tmat + hv * BT
-        p_head = pmat + hv * BT
-        _store_tile(t_head, tok0, ok0, rs, 0, r16, t00 * b0[None, :])
-        _store_tile(t_head, tok1, ok1, rs, 0, r16, t10 * b0[None, :])
-        _store_tile(t_head, tok1, ok1, rs, B, r16, t11 * b1[None, :])
-        _store_tile(t_head, tok2, ok2, rs, 0, r16, t20 * b0[None, :])
-        _store_tile(t_head, tok2, ok2, rs, B, r16, t21 * b1[None, :])
-        _store_tile(t_head, tok2, ok2, rs, 2 * B, r16, t22 * b2[None, :])
-        _store_tile(t_head, tok3, ok3, rs, 0, r16, t30 * b0[None, :])
-        _store_tile(t_head, tok3, ok3, rs, B, r16, t31 * b1[None, :])
-        _store_tile(t_head, tok3, ok3, rs, 2 * B, r16, t32 * b2[None, :])
-        _store_tile(t_head, tok3, ok3, rs, 3 * B, r16, t33 * b3[None, :])
-        _store_tile(p_head, tok0, ok0, rs, 0, r16, qk00 * e00)
-        _store_tile(p_head, tok1, ok1, rs, 0, r16, qk10 * e10)
-        _store_tile(p_head, tok1, ok1, rs, B, r16, qk11 * e11)
-        _store_tile(p_head, tok2, ok2, rs, 0, r16, qk20 * e20)
-        _store_tile(p_head, tok2, ok2, rs, B, r16, qk21 * e21)
-        _store_tile(p_head, tok2, ok2, rs, 2 * B, r16, qk22 * e22)
-        _store_tile(p_head, tok3, ok3, rs, 0, r16, qk30 * e30)
-        _store_tile(p_head, tok3, ok3, rs, B, r16, qk31 * e31)
-        _store_tile(p_head, tok3, ok3, rs, 2 * B, r16, qk32 * e32)
-        _store_tile(p_head, tok3, ok3, rs, 3 * B, r16, qk33 * e33)
+    _store_rows(w_out + hv * K, tok, ok, HV * K, offs_k, mask_k, w_c)
+    _store_rows(u_out + hv * V, tok, ok, HV * V, offs_v, mask_v, u_c)
+    _store_rows(p_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, p_c)
 
 
 @triton.jit
-def _gdn_chunk_state_kernel(
-    q,
+def _chunk_gates(g, tok, ok, hv, HV: tl.constexpr):
+    """(γ, exp(γ_C − γ_i) as exp(Σ_{m>i} g_m), exp(γ_C)) of one chunk; no difference of prefix sums."""
+    g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
+    gam = tl.cumsum(g_c, 0)
+    to_end = tl.exp(tl.cumsum(g_c, 0, reverse=True) - g_c)
+    return gam, to_end, tl.exp(tl.sum(g_c, 0))
+
+
+@triton.jit
+def _advance(state, w_c, k_c, u_c, to_end, chunk_decay, dt, IN_PREC: tl.constexpr):
+    """One chunk of the recurrence on a state tile: (v_new, S ← exp(γ_C) S + (K⊙exp(γ_C − γ))ᵀ v_new)."""
+    v_new = u_c - tl.dot(w_c, state.to(dt), input_precision=IN_PREC)
+    k_dec = (k_c * to_end[:, None]).to(dt)
+    state = tl.dot(tl.trans(k_dec), v_new.to(dt), acc=state * chunk_decay, input_precision=IN_PREC)
+    return v_new, state
+
+
+@triton.jit
+def _gdn_chunk_segment_kernel(
     k,
-    v,
     g,
-    tmat,
-    pmat,
-    o,
+    w,
+    u,
     state_pool,
     state_indices,
     cu_seqlens,
+    affine,
+    start,
     pool_slot_stride,
-    scale,
+    seg_chunks,
+    N,
     H: tl.constexpr,
     HV: tl.constexpr,
     K: tl.constexpr,
     V: tl.constexpr,
     BK: tl.constexpr,
     BV: tl.constexpr,
+    BN: tl.constexpr,
     IN_PREC: tl.constexpr,
 ):
     BT: tl.constexpr = 64
-    G: tl.constexpr = HV // H
+    i_c = tl.program_id(0)
+    hv = tl.program_id(1)
+    pid = tl.program_id(2)
+    h = hv // (HV // H)
+    n, j, bos, eos, _, _ = _locate(cu_seqlens, N, pid, seg_chunks, BN, True)
+    if n >= N:
+        return
+    slot = tl.load(state_indices + n).to(tl.int64)
+    if slot < 0:
+        return
+    NV: tl.constexpr = (V + BV - 1) // BV
+    is_m = i_c >= NV  # a column tile of M (K×K) rather than of B (K×V)
+    if (j == 0) & is_m:
+        return  # the first segment runs from the pool state: no M needed
+
+    offs_k = tl.arange(0, BK)
+    mask_k = offs_k < K
+    cols = tl.where(is_m, i_c - NV, i_c) * BV + tl.arange(0, BV)
+    mask_c = cols < tl.where(is_m, K, V)
+    tile_mask = mask_k[:, None] & mask_c[None, :]
+    row = (pid * HV + hv) * K + offs_k[:, None]
+    if j == 0:
+        s_ptrs = state_pool + slot * pool_slot_stride + hv * (V * K) + cols[None, :] * K + offs_k[:, None]
+        state = tl.load(s_ptrs, mask=tile_mask, other=0.0)
+        tl.store(start + row * V + cols[None, :], state, mask=tile_mask)
+    else:
+        state = tl.where(is_m & (offs_k[:, None] == cols[None, :]), 1.0, 0.0)
+
+    dt = k.dtype.element_ty
+    rows = tl.arange(0, BT)
+    c_lo = j * seg_chunks
+    for c in range(c_lo, c_lo + seg_chunks):
+        tok = bos + tl.cast(c, tl.int64) * BT + rows
+        ok = tok < eos
+        _, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
+        w_c = _load_rows(w + hv * K, tok, ok, HV * K, offs_k, mask_k)
+        k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
+        u_c = _load_rows(u + hv * V, tok, ok & (i_c < NV), HV * V, cols, mask_c)
+        _, state = _advance(state, w_c, k_c, u_c, to_end, chunk_decay, dt, IN_PREC)
+
+    tl.store(affine + row * (V + K) + tl.where(is_m, V, 0) + cols[None, :], state, mask=tile_mask)
+
+
+@triton.jit
+def _gdn_chunk_state_kernel(
+    q,
+    k,
+    g,
+    w,
+    u,
+    pmat,
+    o,
+    state_pool,
+    state_indices,
+    cu_seqlens,
+    affine,
+    start,
+    pool_slot_stride,
+    scale,
+    seg_chunks,
+    N,
+    H: tl.constexpr,
+    HV: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    BN: tl.constexpr,
+    PREC: tl.constexpr,
+    IN_PREC: tl.constexpr,
+):
+    BT: tl.constexpr = 64
     i_v = tl.program_id(0)
     hv = tl.program_id(1)
-    i_n = tl.program_id(2)
-    h = hv // G
-
-    slot = tl.load(state_indices + i_n).to(tl.int64)
-    bos = tl.load(cu_seqlens + i_n).to(tl.int64)
-    eos = tl.load(cu_seqlens + i_n + 1).to(tl.int64)
+    pid = tl.program_id(2)
+    h = hv // (HV // H)
+    n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, seg_chunks, BN, False)
+    if n >= N:
+        return
+    slot = tl.load(state_indices + n).to(tl.int64)
     n_chunks = (eos - bos + BT - 1) // BT
+    c_lo = j * seg_chunks
+    c_hi = tl.minimum(c_lo + seg_chunks, n_chunks)
 
     rows = tl.arange(0, BT)
     offs_k = tl.arange(0, BK)
     offs_v = i_v * BV + tl.arange(0, BV)
     mask_k = offs_k < K
     mask_v = offs_v < V
-    o_head = o + hv * V + offs_v[None, :]
+    o_head = o + hv * V
 
     if slot < 0:
         # Padding: nothing read or written in the pool, output rows zero.
-        for c in range(n_chunks):
+        for c in range(c_lo, c_hi):
             tok = bos + tl.cast(c, tl.int64) * BT + rows
-            ok = tok < eos
-            zeros = tl.zeros([BT, BV], dtype=o.dtype.element_ty)
-            tl.store(o_head + tok[:, None] * (HV * V), zeros, mask=ok[:, None] & mask_v[None, :])
+            _store_rows(o_head, tok, tok < eos, HV * V, offs_v, mask_v, tl.zeros([BT, BV], tl.float32))
         return
 
-    # State tile S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
+    # The state tile S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
+    tile_mask = mask_k[:, None] & mask_v[None, :]
     s_ptrs = state_pool + slot * pool_slot_stride + hv * (V * K) + offs_v[None, :] * K + offs_k[:, None]
-    s_mask = mask_k[:, None] & mask_v[None, :]
-    state = tl.load(s_ptrs, mask=s_mask, other=0.0)
+    first = (first_non_last * HV + hv) * K + offs_k[:, None]
+    if n_segs == 1:
+        state = tl.load(s_ptrs, mask=tile_mask, other=0.0)
+    elif j == 0:
+        state = tl.load(start + first * V + offs_v[None, :], mask=tile_mask, other=0.0)
+    else:
+        # End of segment 0, then S ← M_i S + B_i through the segments before this one.
+        state = tl.load(affine + first * (V + K) + offs_v[None, :], mask=tile_mask, other=0.0)
+        for i in range(1, j):
+            row = ((first_non_last + i) * HV + hv) * K + offs_k[:, None]
+            m_i = tl.load(
+                affine + row * (V + K) + V + offs_k[None, :],
+                mask=mask_k[:, None] & mask_k[None, :],
+                other=0.0,
+            )
+            b_i = tl.load(affine + row * (V + K) + offs_v[None, :], mask=tile_mask, other=0.0)
+            state = tl.dot(m_i, state, acc=b_i, input_precision=PREC)
 
     dt = q.dtype.element_ty
-    q_head = q + h * K
-    k_head = k + h * K
-    lower = rows[None, :] <= rows[:, None]
-    for c in range(n_chunks):
+    for c in range(c_lo, c_hi):
         tok = bos + tl.cast(c, tl.int64) * BT + rows
         ok = tok < eos
-        g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
-        gam = tl.cumsum(g_c, 0)
-        gam_last = tl.sum(g_c, 0)
-        q_c = _load_rows(q_head, tok, ok, H * K, offs_k, mask_k)
-        k_c = _load_rows(k_head, tok, ok, H * K, offs_k, mask_k)
-        v_c = tl.load(
-            v + tok[:, None] * (HV * V) + hv * V + offs_v[None, :],
-            mask=ok[:, None] & mask_v[None, :],
-            other=0.0,
-        )
-        m_ptrs = tok[:, None] * (HV * BT) + hv * BT + rows[None, :]
-        t_c = tl.load(tmat + m_ptrs, mask=ok[:, None] & lower, other=0.0)
-        p_c = tl.load(pmat + m_ptrs, mask=ok[:, None] & lower, other=0.0)
+        gam, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
+        q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
+        k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
+        w_c = _load_rows(w + hv * K, tok, ok, HV * K, offs_k, mask_k)
+        u_c = _load_rows(u + hv * V, tok, ok, HV * V, offs_v, mask_v)
+        p_c = _load_rows(pmat + hv * BT, tok, ok, HV * BT, rows, rows < BT)
 
-        decay = tl.exp(gam)
-        w = tl.dot(t_c, (k_c * decay[:, None]).to(dt), input_precision=IN_PREC)
-        u = tl.dot(t_c, v_c.to(dt), input_precision=IN_PREC)
-        state_op = state.to(dt)
-        v_new = u - tl.dot(w.to(dt), state_op, input_precision=IN_PREC)
-        v_new_op = v_new.to(dt)
-        q_dec = (q_c * (decay * scale)[:, None]).to(dt)
-        out = tl.dot(q_dec, state_op, input_precision=IN_PREC)
-        out = tl.dot(p_c, v_new_op, acc=out, input_precision=IN_PREC)
-        tl.store(
-            o_head + tok[:, None] * (HV * V), out.to(o.dtype.element_ty), mask=ok[:, None] & mask_v[None, :]
-        )
+        q_dec = (q_c * (tl.exp(gam) * scale)[:, None]).to(dt)
+        out = tl.dot(q_dec, state.to(dt), input_precision=IN_PREC)
+        v_new, state = _advance(state, w_c, k_c, u_c, to_end, chunk_decay, dt, IN_PREC)
+        out = tl.dot(p_c, v_new.to(dt), acc=out, input_precision=IN_PREC)
+        _store_rows(o_head, tok, ok, HV * V, offs_v, mask_v, out)
 
-        # exp(γ_C − γ_i) as exp(Σ_{m>i} g_m), not a difference of two large prefix sums.
-        k_dec = (k_c * tl.exp(tl.cumsum(g_c, 0, reverse=True) - g_c)[:, None]).to(dt)
-        state = state * tl.exp(gam_last)
-        state = tl.dot(tl.trans(k_dec), v_new_op, acc=state, input_precision=IN_PREC)
-
-    tl.store(s_ptrs, state, mask=s_mask)
+    if j == n_segs - 1:
+        tl.store(s_ptrs, state, mask=tile_mask)
 
 
 class LaunchConfig(NamedTuple):
-    """How the two launches are shaped (no autotuning: the state pass updates the pool in place, so a
+    """How the launches are shaped (no autotuning: the state pass updates the pool in place, so a
     benchmark run of it would apply the update several times)."""
 
-    block_v: int  # V tile of the state pass
+    block_v: int  # V (and M-column) tile of the segment and state passes
     state_warps: int
     state_stages: int
     intra_warps: int
+    seg_chunks: int  # chunks per segment; a sequence of at most this many chunks is not split
 
 
-def launch_config(num_seqs: int, num_v_heads: int, v_dim: int) -> LaunchConfig:
-    """The V tile is 64 on GPUs: Triton 3.6 on sm_90 miscompiles the state pass's output for BV ≤ 32
-    with K ≥ 64 (measured on the H200: wrong outputs, correct final states, and out-of-bounds shared
-    memory reads under compute-sanitizer; notes in ``benchmarks/gdn_prefill_probe.py``). A narrower
-    tile would put more programs on a single long sequence."""
-    if _INTERPRET:
-        return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4)
-    # Intra-chunk launch on 2 warps: 1.7x faster than 4 at every probe case (H200, 2026-11-29).
-    return LaunchConfig(64, 4, 2, 2)
+def launch_config(
+    num_tokens: int, num_seqs: int, num_v_heads: int, v_dim: int, *, interpret: bool = _INTERPRET
+) -> LaunchConfig:
+    """The V tile is 64 on GPUs: Triton 3.6 on sm_90 miscompiled the old state pass's output dots for
+    BV ≤ 32 with K ≥ 64 (H200, 2026-11-29: wrong outputs, out-of-bounds shared memory reads). Long
+    sequences get their parallelism from segments instead: enough of them that the state pass has
+    about four programs per SM, but never shorter than four chunks."""
+    if interpret:
+        return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
+    block_v = 64
+    tiles = num_v_heads * triton.cdiv(v_dim, block_v)
+    segments = triton.cdiv(4 * _SM_COUNT_HINT, tiles)
+    seg_chunks = max(4, triton.cdiv(triton.cdiv(num_tokens, CHUNK), segments))
+    return LaunchConfig(block_v, 4, 2, 4, seg_chunks)
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: float) -> torch.Tensor:
@@ -409,9 +402,10 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     g, beta = g.contiguous(), beta.contiguous()
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
-    config = launch_config(N, v.shape[1], v.shape[2])
-    tmat, pmat = _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config)
-    _launch_state(q, k, v, g, tmat, pmat, o, state_pool, state_indices, cu_seqlens, scale, config)
+    config = launch_config(T, N, v.shape[1], v.shape[2])
+    w, u, pmat = _launch_intra(q, k, v, g, beta, state_indices, cu_seqlens, scale, config)
+    affine, start = _launch_segments(k, g, w, u, state_pool, state_indices, cu_seqlens, config)
+    _launch_state(q, k, g, w, u, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, scale, config)
     return o
 
 
@@ -422,67 +416,118 @@ def _input_precision(dtype: torch.dtype) -> str | None:
 
 
 def _solve_precision(dtype: torch.dtype) -> str:
-    """The fp32 16×16 tiles of the triangular solve: tf32 when its result is rounded to 16 bits anyway."""
+    """Dots on fp32 operands (the triangular solve, the segment carry): tf32 when the result is
+    rounded to 16 bits anyway."""
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
-def _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config):
-    """Launch 1: Tβ and P, one 64-wide row per token and value head, in the input dtype."""
-    T, H, K = q.shape
-    HV = g.shape[1]
-    N = state_indices.shape[0]
-    tmat = _empty((T, HV, CHUNK), q.dtype, q.device)
-    pmat = _empty((T, HV, CHUNK), q.dtype, q.device)
-    # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
-    max_chunks = T // CHUNK + N
-    _gdn_chunk_intra_kernel[(max_chunks, H)](
-        q,
-        k,
-        g,
-        beta,
-        state_indices,
-        cu_seqlens,
-        tmat,
-        pmat,
-        float(scale),
-        N,
-        H=H,
-        HV=HV,
-        K=K,
-        BK=max(16, triton.next_power_of_2(K)),
-        BN=triton.next_power_of_2(N + 1),
-        PREC=_solve_precision(q.dtype),
-        IN_PREC=_input_precision(q.dtype),
-        num_warps=config.intra_warps,
-    )
-    return tmat, pmat
-
-
-def _launch_state(q, k, v, g, tmat, pmat, o, state_pool, state_indices, cu_seqlens, scale, config):
-    """Launch 2: the sequential state pass with the output fused in; updates the pool in place."""
+def _common(q, v, state_indices):
+    """Meta-parameters every launch shares."""
     H, K = q.shape[1], q.shape[2]
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
-    _gdn_chunk_state_kernel[(triton.cdiv(V, config.block_v), HV, N)](
-        q,
-        k,
-        v,
-        g,
-        tmat,
-        pmat,
-        o,
-        state_pool,
-        state_indices,
-        cu_seqlens,
-        state_pool.stride(0),
-        float(scale),
+    return dict(
         H=H,
         HV=HV,
         K=K,
         V=V,
         BK=max(16, triton.next_power_of_2(K)),
-        BV=config.block_v,
+        BN=triton.next_power_of_2(N + 1),
         IN_PREC=_input_precision(q.dtype),
+    )
+
+
+def _launch_intra(q, k, v, g, beta, state_indices, cu_seqlens, scale, config):
+    """Launch 1: w, u and P, one row per token and value head, in the input dtype."""
+    T, HV, V = v.shape
+    N = state_indices.shape[0]
+    w = _empty((T, HV, q.shape[2]), q.dtype, q.device)
+    u = _empty((T, HV, V), q.dtype, q.device)
+    pmat = _empty((T, HV, CHUNK), q.dtype, q.device)
+    # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
+    _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
+        q,
+        k,
+        v,
+        g,
+        beta,
+        state_indices,
+        cu_seqlens,
+        w,
+        u,
+        pmat,
+        float(scale),
+        N,
+        BVF=max(16, triton.next_power_of_2(V)),
+        PREC=_solve_precision(q.dtype),
+        num_warps=config.intra_warps,
+        **_common(q, v, state_indices),
+    )
+    return w, u, pmat
+
+
+def _launch_segments(k, g, w, u, state_pool, state_indices, cu_seqlens, config):
+    """Launch 2 (only if some sequence can be longer than one segment): (M, B) of every segment that
+    is not its sequence's last — at most T // (64·seg_chunks) of them — and the first segments' states."""
+    T, HV, V = u.shape
+    K = k.shape[2]
+    N = state_indices.shape[0]
+    non_last = T // (CHUNK * config.seg_chunks)
+    if non_last == 0:
+        return None, None
+    affine = _empty((non_last, HV, K, V + K), torch.float32, u.device)
+    start = _empty((non_last, HV, K, V), torch.float32, u.device)
+    grid = (triton.cdiv(V, config.block_v) + triton.cdiv(K, config.block_v), HV, non_last)
+    _gdn_chunk_segment_kernel[grid](
+        k,
+        g,
+        w,
+        u,
+        state_pool,
+        state_indices,
+        cu_seqlens,
+        affine,
+        start,
+        state_pool.stride(0),
+        config.seg_chunks,
+        N,
+        BV=config.block_v,
         num_warps=config.state_warps,
         num_stages=config.state_stages,
+        **_common(k, u, state_indices),
+    )
+    return affine, start
+
+
+def _launch_state(
+    q, k, g, w, u, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, scale, config
+):
+    """Launch 3: the state pass over every segment with the output fused in; updates the pool in place."""
+    T, HV, V = u.shape
+    N = state_indices.shape[0]
+    if affine is None:  # no sequence is split: never read (and the kernel never branches there)
+        affine = start = state_pool
+    segments = T // (CHUNK * config.seg_chunks) + N
+    _gdn_chunk_state_kernel[(triton.cdiv(V, config.block_v), HV, segments)](
+        q,
+        k,
+        g,
+        w,
+        u,
+        pmat,
+        o,
+        state_pool,
+        state_indices,
+        cu_seqlens,
+        affine,
+        start,
+        state_pool.stride(0),
+        float(scale),
+        config.seg_chunks,
+        N,
+        BV=config.block_v,
+        PREC=_solve_precision(q.dtype),
+        num_warps=config.state_warps,
+        num_stages=config.state_stages,
+        **_common(q, u, state_indices),
     )

@@ -147,3 +147,49 @@ def test_a_pool_view_with_a_slot_pitch_is_read_and_written_in_place():
     o_ref = gdn.prefill(**ref, backend="torch")
     _assert_matches(o, o_ref, {"state_pool": big[:, 1]}, ref, FP32_BOUND)
     assert torch.equal(big[:, [0, 2]], other_layers)
+
+
+# Context parallelism: a sequence longer than one segment is split, and each segment's initial state is
+# carried through the (M, B) of the segments before it. The GPU default only splits long sequences;
+# here the segment length is pinned small so every path runs on short inputs.
+@pytest.fixture
+def segments_of(monkeypatch):
+    def pin(seg_chunks):
+        default = chunk.launch_config
+        monkeypatch.setattr(chunk, "launch_config", lambda *a: default(*a)._replace(seg_chunks=seg_chunks))
+
+    return pin
+
+
+@pytest.mark.parametrize("seg_chunks", [1, 2])
+def test_split_sequences_around_the_chunk_size_match_the_reference(segments_of, seg_chunks):
+    segments_of(seg_chunks)
+    inputs = make_inputs("prefill", N=6, H=2, HV=4, K=32, V=32, seqlens=EDGE_LENGTHS, seed=12)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+@pytest.mark.parametrize(
+    "K,V", [(32, 32), (32, 96), (24, 40)], ids=["square", "k-less-than-v", "not-powers-of-two"]
+)
+def test_a_sequence_of_many_segments_with_padding_beside_it(segments_of, K, V):
+    # 330 tokens = 6 chunks = 6 segments: the last segment carries the first one's state through four
+    # (M, B) pairs. The padded and the short sequences share the launch.
+    segments_of(1)
+    inputs = make_inputs("prefill", N=4, H=1, HV=2, K=K, V=V, seqlens=[330, 200, 7, 129], pad=1, seed=13)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def test_split_sequences_under_strong_decay(segments_of):
+    segments_of(1)
+    inputs = make_inputs("prefill", N=2, H=1, HV=2, K=32, V=32, seqlens=[260, 70], normalizer=0.05, seed=14)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def test_the_gpu_default_splits_only_sequences_longer_than_four_chunks():
+    # Measured shapes (benchmarks/RESULTS.md): one 4k sequence is cut into 8 segments, 16×2048 not at all.
+    def gpu(T, N):
+        return chunk.launch_config(T, N, 32, 128, interpret=False).seg_chunks
+
+    assert gpu(4096, 1) == 8
+    assert gpu(16 * 2048, 16) > 2048 // 64
+    assert gpu(256, 1) == 4

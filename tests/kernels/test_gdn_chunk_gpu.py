@@ -10,6 +10,7 @@ import torch
 from gdn_inputs import capture_cuda_graph, clone_inputs, make_inputs, rel_rmse
 
 from kernels import gdn
+from kernels.gdn import chunk
 
 pytestmark = pytest.mark.gpu
 
@@ -79,6 +80,19 @@ def test_padding_sequences_get_zero_output_and_keep_the_pool_at_qwen3_next_shape
     for slot in range(pool_before.shape[0]):
         if slot not in used:
             assert torch.equal(bf16["state_pool"][slot], pool_before[slot])
+
+
+@pytest.mark.parametrize("seg_chunks", [1, 3])
+def test_split_sequences_match_the_reference_at_qwen3_next_shapes(monkeypatch, seg_chunks):
+    # Context parallelism on short inputs: segments of 1 or 3 chunks, a padded sequence among them.
+    default = chunk.launch_config
+    monkeypatch.setattr(chunk, "launch_config", lambda *a: default(*a)._replace(seg_chunks=seg_chunks))
+    bf16, upcast, _ = _bf16_and_reference_inputs([700, 64, 129, 300], seed=13, pad=1)
+    o = gdn.prefill(**bf16, backend="triton")
+    o_ref = gdn.prefill(**upcast, backend="torch")
+    used = bf16["state_indices"][bf16["state_indices"] >= 0].long()
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
 
 
 def test_a_fixed_varlen_batch_is_captured_and_replayed_in_a_cuda_graph():
