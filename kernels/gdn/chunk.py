@@ -47,6 +47,10 @@ CHUNK = 64
 _SM_COUNT_HINT = 132  # H200; only shapes how many segments a long sequence is cut into
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# Smallest K tile. 64 on GPUs: Triton 3.6 on sm_90 miscompiles these kernels' dots when one tile
+# dimension is 32 beside others of 64 (H200, 2026-11-29: K=32 gave outputs off by 29 % rel RMSE, as
+# a V tile of 32 beside K=128 did before); a narrower head is zero-padded instead.
+_MIN_TILE = 16 if _INTERPRET else 64
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:
@@ -135,10 +139,10 @@ def _gdn_chunk_intra_kernel(
     IN_PREC: tl.constexpr,
 ):
     BT: tl.constexpr = 64
+    G: tl.constexpr = HV // H
     pid = tl.program_id(0)
-    hv = tl.program_id(1)
-    h = hv // (HV // H)
-    n, j, bos, eos, _, _ = _locate(cu_seqlens, N, pid, 1, BN, False)
+    h = tl.program_id(1)
+    n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, 1, BN, False)
     if n >= N:
         return
     if tl.load(state_indices + n) < 0:
@@ -154,33 +158,37 @@ def _gdn_chunk_intra_kernel(
     dt = q.dtype.element_ty
     q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
     k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
-    v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
-    g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
-    b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
+    # KKᵀ and QKᵀ once for the G value heads of this qk-head (GVA).
+    kk = tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC)
+    qk = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * scale
 
     strict = rows[:, None] > rows[None, :]
     lower = rows[:, None] >= rows[None, :]
     eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
-    # E_ij = exp(Σ_{j<m≤i} g_m): a cumsum down the columns of [g_m if m > j].
-    decay = tl.where(lower, tl.exp(tl.cumsum(tl.where(strict, g_c[:, None], 0.0), 0)), 0.0)
-
-    kk = tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC)
-    a = tl.where(strict, b_c[:, None] * kk * decay, 0.0)
     diag_block = (rows[:, None] // 16) == (rows[None, :] // 16)
-    d_inv = _inv_unit_lower(tl.where(diag_block, a, 0.0), eye, PREC)
-    nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
-    nil2 = tl.dot(nil, nil, input_precision=PREC)
-    t_mat = tl.dot(tl.dot(eye - nil, eye + nil2, input_precision=PREC), d_inv, input_precision=PREC)
-    t_beta = (t_mat * b_c[None, :]).to(dt)
+    for i_g in range(G):
+        hv = h * G + i_g
+        v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
+        g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
+        b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
+        # E_ij = exp(γ_i − γ_j) from fp64 prefix sums: the fp32 g add up exactly, so the difference
+        # does not cancel even when |γ| is in the thousands (strong decay).
+        gam = tl.cumsum(g_c.to(tl.float64), 0)
+        decay = tl.exp(tl.where(lower, (gam[:, None] - gam[None, :]).to(tl.float32), float("-inf")))
 
-    k_gated = (k_c * tl.exp(tl.cumsum(g_c, 0))[:, None]).to(dt)
-    w_c = tl.dot(t_beta, k_gated, input_precision=IN_PREC)
-    u_c = tl.dot(t_beta, v_c, input_precision=IN_PREC)
-    p_c = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * scale * decay
+        a = tl.where(strict, b_c[:, None] * kk * decay, 0.0)
+        d_inv = _inv_unit_lower(tl.where(diag_block, a, 0.0), eye, PREC)
+        nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
+        nil2 = tl.dot(nil, nil, input_precision=PREC)
+        t_mat = tl.dot(tl.dot(eye - nil, eye + nil2, input_precision=PREC), d_inv, input_precision=PREC)
+        t_beta = (t_mat * b_c[None, :]).to(dt)
 
-    _store_rows(w_out + hv * K, tok, ok, HV * K, offs_k, mask_k, w_c)
-    _store_rows(u_out + hv * V, tok, ok, HV * V, offs_v, mask_v, u_c)
-    _store_rows(p_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, p_c)
+        k_gated = (k_c * tl.exp(gam.to(tl.float32))[:, None]).to(dt)
+        w_c = tl.dot(t_beta, k_gated, input_precision=IN_PREC)
+        u_c = tl.dot(t_beta, v_c, input_precision=IN_PREC)
+        _store_rows(w_out + hv * K, tok, ok, HV * K, offs_k, mask_k, w_c)
+        _store_rows(u_out + hv * V, tok, ok, HV * V, offs_v, mask_v, u_c)
+        _store_rows(p_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, qk * decay)
 
 
 @triton.jit
@@ -193,11 +201,19 @@ def _chunk_gates(g, tok, ok, hv, HV: tl.constexpr):
 
 
 @triton.jit
-def _advance(state, w_c, k_c, u_c, to_end, chunk_decay, dt, IN_PREC: tl.constexpr):
-    """One chunk of the recurrence on a state tile: (v_new, S ← exp(γ_C) S + (K⊙exp(γ_C − γ))ᵀ v_new)."""
-    v_new = u_c - tl.dot(w_c, state.to(dt), input_precision=IN_PREC)
-    k_dec = (k_c * to_end[:, None]).to(dt)
-    state = tl.dot(tl.trans(k_dec), v_new.to(dt), acc=state * chunk_decay, input_precision=IN_PREC)
+def _load_cols(base, tok, valid, row_stride, offs, mask):
+    """The transpose of ``_load_rows``, [cols, rows], laid out by the load itself (no register shuffle)."""
+    ptrs = base + tok[None, :] * row_stride + offs[:, None]
+    return tl.load(ptrs, mask=mask[:, None] & valid[None, :], other=0.0)
+
+
+@triton.jit
+def _advance(state, state_op, w_c, k_t, u_c, to_end, chunk_decay, dt, IN_PREC: tl.constexpr):
+    """One chunk of the recurrence on a state tile: (v_new, S ← exp(γ_C) S + Kᵀ (exp(γ_C − γ)⊙v_new)).
+    The operands come straight from their loads; only the two small products pass through registers."""
+    v_new = u_c - tl.dot(w_c, state_op, input_precision=IN_PREC)
+    v_dec = (v_new * to_end[:, None]).to(dt)
+    state = tl.dot(k_t, v_dec, acc=state * chunk_decay, input_precision=IN_PREC)
     return v_new, state
 
 
@@ -229,7 +245,7 @@ def _gdn_chunk_segment_kernel(
     hv = tl.program_id(1)
     pid = tl.program_id(2)
     h = hv // (HV // H)
-    n, j, bos, eos, _, _ = _locate(cu_seqlens, N, pid, seg_chunks, BN, True)
+    n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, seg_chunks, BN, True)
     if n >= N:
         return
     slot = tl.load(state_indices + n).to(tl.int64)
@@ -259,11 +275,11 @@ def _gdn_chunk_segment_kernel(
     for c in range(c_lo, c_lo + seg_chunks):
         tok = bos + tl.cast(c, tl.int64) * BT + rows
         ok = tok < eos
-        _, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
+        gam, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
         w_c = _load_rows(w + hv * K, tok, ok, HV * K, offs_k, mask_k)
-        k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
+        k_t = _load_cols(k + h * K, tok, ok, H * K, offs_k, mask_k)
         u_c = _load_rows(u + hv * V, tok, ok & (i_c < NV), HV * V, cols, mask_c)
-        _, state = _advance(state, w_c, k_c, u_c, to_end, chunk_decay, dt, IN_PREC)
+        v_new, state = _advance(state, state.to(dt), w_c, k_t, u_c, to_end, chunk_decay, dt, IN_PREC)
 
     tl.store(affine + row * (V + K) + tl.where(is_m, V, 0) + cols[None, :], state, mask=tile_mask)
 
@@ -350,14 +366,15 @@ def _gdn_chunk_state_kernel(
         ok = tok < eos
         gam, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
         q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
-        k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
+        k_t = _load_cols(k + h * K, tok, ok, H * K, offs_k, mask_k)
         w_c = _load_rows(w + hv * K, tok, ok, HV * K, offs_k, mask_k)
         u_c = _load_rows(u + hv * V, tok, ok, HV * V, offs_v, mask_v)
         p_c = _load_rows(pmat + hv * BT, tok, ok, HV * BT, rows, rows < BT)
 
-        q_dec = (q_c * (tl.exp(gam) * scale)[:, None]).to(dt)
-        out = tl.dot(q_dec, state.to(dt), input_precision=IN_PREC)
-        v_new, state = _advance(state, w_c, k_c, u_c, to_end, chunk_decay, dt, IN_PREC)
+        # scale (Q⊙exp(γ)) S as a row scale of Q S, so Q feeds the dot straight from its load.
+        state_op = state.to(dt)
+        out = tl.dot(q_c, state_op, input_precision=IN_PREC) * (tl.exp(gam) * scale)[:, None]
+        v_new, state = _advance(state, state_op, w_c, k_t, u_c, to_end, chunk_decay, dt, IN_PREC)
         out = tl.dot(p_c, v_new.to(dt), acc=out, input_precision=IN_PREC)
         _store_rows(o_head, tok, ok, HV * V, offs_v, mask_v, out)
 
@@ -431,7 +448,7 @@ def _common(q, v, state_indices):
         HV=HV,
         K=K,
         V=V,
-        BK=max(16, triton.next_power_of_2(K)),
+        BK=max(_MIN_TILE, triton.next_power_of_2(K)),
         BN=triton.next_power_of_2(N + 1),
         IN_PREC=_input_precision(q.dtype),
     )
@@ -445,7 +462,7 @@ def _launch_intra(q, k, v, g, beta, state_indices, cu_seqlens, scale, config):
     u = _empty((T, HV, V), q.dtype, q.device)
     pmat = _empty((T, HV, CHUNK), q.dtype, q.device)
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
-    _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
+    _gdn_chunk_intra_kernel[(T // CHUNK + N, q.shape[1])](
         q,
         k,
         v,
@@ -458,7 +475,7 @@ def _launch_intra(q, k, v, g, beta, state_indices, cu_seqlens, scale, config):
         pmat,
         float(scale),
         N,
-        BVF=max(16, triton.next_power_of_2(V)),
+        BVF=max(_MIN_TILE, triton.next_power_of_2(V)),
         PREC=_solve_precision(q.dtype),
         num_warps=config.intra_warps,
         **_common(q, v, state_indices),
