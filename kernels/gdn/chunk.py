@@ -397,14 +397,16 @@ def launch_config(
     num_tokens: int, num_seqs: int, num_v_heads: int, v_dim: int, *, interpret: bool = _INTERPRET
 ) -> LaunchConfig:
     """The V tile is 64 on GPUs: Triton 3.6 on sm_90 miscompiled the old state pass's output dots for
-    BV ≤ 32 with K ≥ 64 (H200, 2026-11-29: wrong outputs, out-of-bounds shared memory reads). Long
+    BV ≤ 32 with K ≥ 64 (H200, 2026-11-29: wrong outputs, out-of-bounds shared memory reads); the
+    present kernels are right at BV=32 but slower (``benchmarks/gdn_prefill_probe.py``). Long
     sequences get their parallelism from segments instead: enough of them that the state pass has
-    about four programs per SM, but never shorter than four chunks."""
+    about two programs per SM (faster than four on the H200: every extra segment adds an M), but
+    never shorter than four chunks. The intra launch runs on 4 warps (8: 1.8x slower)."""
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
     block_v = 64
     tiles = num_v_heads * triton.cdiv(v_dim, block_v)
-    segments = triton.cdiv(4 * _SM_COUNT_HINT, tiles)
+    segments = triton.cdiv(2 * _SM_COUNT_HINT, tiles)
     seg_chunks = max(4, triton.cdiv(triton.cdiv(num_tokens, CHUNK), segments))
     return LaunchConfig(block_v, 4, 2, 4, seg_chunks)
 
