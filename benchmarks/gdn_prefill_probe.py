@@ -1,6 +1,6 @@
 """Time our Triton chunked GDN prefill (``kernels/gdn/chunk.py``) on a CUDA GPU, under CUDA graphs.
 
-    python3 benchmarks/gdn_prefill_probe.py [--sweep] [--out DIR]
+    python3 benchmarks/gdn_prefill_probe.py [--sweep | --variations JSON] [--cases A,B] [--out DIR]
 
 Qwen3-Next shapes (H=16, HV=32, K=V=128), bf16 q/k/v, fp32 g/beta/state, an initial state read and the
 final state written — the method of ``reference/gpu-baseline.md`` so the numbers compare with the peers
@@ -166,6 +166,11 @@ def main() -> None:
     parser.add_argument(
         "--cases", default=",".join(CASES), help="comma-separated subset of " + ",".join(CASES)
     )
+    parser.add_argument(
+        "--variations",
+        type=json.loads,
+        help='JSON list of overrides to time instead of SWEEP, e.g. [{"intra_warps": 2}]',
+    )
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for probe.jsonl")
     args = parser.parse_args()
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
@@ -180,7 +185,8 @@ def main() -> None:
         o_fp32 = chunk.prefill(**fp32)
         del fp32
         runs = []
-        for variation in [None] + (SWEEP if args.sweep else []):
+        sweep = args.variations if args.variations is not None else SWEEP if args.sweep else []
+        for variation in [None] + sweep:
             try:
                 inputs["state_pool"].copy_(pool0)
                 o = with_config(variation, lambda inputs=inputs: chunk.prefill(**inputs))
