@@ -10,10 +10,10 @@ divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWE
 and pipeline stages of the state pass; warps of the intra-chunk launch) and prints the best per case.
 The last lines printed are a summary table; ``--out`` writes the raw records as JSON lines.
 
-Measured on the H200 (2026-11-29, torch 2.11 + triton 3.6, config (BV, warps, stages, intra warps) =
-(64, 4, 2, 2); ms per call, Mtok/s, × fla): T=4096 0.517 ms 7.9 (0.49×); T=16384 2.06 ms 7.9 (0.47×);
-T=65536 8.16 ms 8.0 (0.48×); 16×2048 1.71 ms 19.2 (1.30×). The intra-chunk launch is 0.087 / 0.343 /
-1.34 / 0.662 ms of those. Output rel RMSE vs the fp32-input run: 3.4e-3 in every case.
+Measured on the H200 (2026-11-29 22:14, torch 2.11 + triton 3.6; raw rows in
+``benchmarks/results/2026-11-29-2214-h200-prefill_probe.jsonl``): T=4096 0.37 ms (11.0 Mtok/s), T=16384
+1.40 ms, T=65536 5.41 ms, 16×2048 2.16 ms; the intra-chunk launch is 0.17 / 0.63 / 2.46 / 1.25 ms of
+those. Output rel RMSE vs the fp32-input run: 3.7e-3 in every case and configuration.
 """
 
 from __future__ import annotations

@@ -28,6 +28,15 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
+Measured on the H200 (benchmarks/RESULTS.md, 2026-11-29, one process with the peers): 10.3 / 11.6 / 12.0
+Mtok/s on one sequence of 4k / 16k / 64k tokens (0.63–0.71× fla) and 15.1 on 16×2048 (0.97×). Counting
+dots, ≈ 12.6 MFLOP per token at Qwen3-Next shapes (intra 4.7, segments 4.2 on split sequences, state pass
+3.7), run at 100–200 TFLOP/s; the intra launch is the largest part (≈ 38 ns/token), 56% of it the ten
+64³ tf32 dots of the inverse. So the next gains come from doing less: the inverse on the four 16×16
+diagonal blocks only (3-D dots) and the off-diagonal merge by blocks; w and u from the lower triangle
+of Tβ only; fewer, longer segments where one sequence's state pass already fills the GPU (each split
+adds an M of K×K columns).
+
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
 segments that are not last); each program finds its sequence by a prefix sum over the per-sequence
