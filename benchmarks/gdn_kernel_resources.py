@@ -1,0 +1,186 @@
+"""What our GDN Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
+
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,state] [--sass DIR]
+
+Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
+carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
+each kernel at Qwen3-Next shapes (H=16, HV=32, K=V=128, bf16 q/k/v) and each configuration in
+``VARIANTS`` (the defaults first), it prints the registers per thread, the spill bytes, the shared
+memory per program, how many programs fit on one H200 SM and what limits them, and the counts of
+warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS.
+
+Use it before spending GPU time: a variant that spills or fits one program per SM is known before it
+is timed. ``--sass DIR`` writes each kernel's SASS and prints a hash of it with names and line info
+stripped, so a refactor that must not change the machine code (a shared ``@triton.jit`` helper) can
+be checked without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.pop("TRITON_INTERPRET", None)  # compile for the GPU even under the test configuration
+
+import triton  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from kernels.gdn import chunk, fused_recurrent  # noqa: E402
+
+TARGET = GPUTarget("cuda", 90, 32)
+BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+# One H200 SM (CUDA occupancy rules for cc 9.0).
+REGS_PER_SM = 65536
+SMEM_PER_SM = 233472
+SMEM_PER_PROGRAM_RESERVED = 1024
+WARPS_PER_SM = 64
+PROGRAMS_PER_SM = 32
+
+H, HV, K, V = 16, 32, 128, 128
+BF16, F32, I32, I64 = "*bf16", "*fp32", "*i32", "i64"
+SHAPES = dict(H=H, HV=HV, K=K, V=V, BK=K)
+
+KERNELS = {
+    "decode": (
+        fused_recurrent._gdn_decode_kernel,
+        dict(q_ptr=BF16, k_ptr=BF16, v_ptr=BF16, g_ptr=F32, beta_ptr=F32, o_ptr=BF16, state_pool_ptr=F32)
+        | dict(state_indices_ptr=I32, stride_q_tok=I64, stride_q_head=I64, stride_v_tok=I64)
+        | dict(stride_v_head=I64, stride_pool_slot=I64, scale="fp32"),
+        SHAPES,
+    ),
+    "verify": (
+        fused_recurrent._gdn_verify_kernel,
+        dict(q_ptr=BF16, k_ptr=BF16, v_ptr=BF16, g_ptr=F32, beta_ptr=F32, o_ptr=BF16, state_pool_ptr=F32)
+        | dict(state_indices_ptr=I32, inter_ptr=F32, stride_q_tok=I64, stride_q_head=I64)
+        | dict(stride_v_tok=I64, stride_v_head=I64, stride_pool_slot=I64, stride_inter_seq=I64)
+        | dict(stride_inter_draft=I64, scale="fp32", D="i32"),
+        SHAPES,
+    ),
+    "intra": (
+        chunk._gdn_chunk_intra_kernel,
+        dict(q=BF16, k=BF16, v=BF16, g=F32, beta=F32, state_indices=I32, cu_seqlens=I32, w_out=BF16)
+        | dict(u_out=BF16, p_out=BF16, scale="fp32", N="i32"),
+        SHAPES | dict(BVF=V, BN=2, PREC="tf32", IN_PREC=None),
+    ),
+    "segment": (
+        chunk._gdn_chunk_segment_kernel,
+        dict(k=BF16, g=F32, w=BF16, u=BF16, state_pool=F32, state_indices=I32, cu_seqlens=I32)
+        | dict(affine=F32, start=F32, pool_slot_stride=I64, seg_chunks="i32", N="i32"),
+        SHAPES | dict(BN=2, IN_PREC=None),
+    ),
+    "state": (
+        chunk._gdn_chunk_state_kernel,
+        dict(q=BF16, k=BF16, g=F32, w=BF16, u=BF16, pmat=BF16, o=BF16, state_pool=F32, state_indices=I32)
+        | dict(cu_seqlens=I32, affine=F32, start=F32, pool_slot_stride=I64, scale="fp32")
+        | dict(seg_chunks="i32", N="i32"),
+        SHAPES | dict(BN=2, PREC="tf32", IN_PREC=None),
+    ),
+}
+
+_default = chunk.launch_config(4096, 1, HV, V, interpret=False)
+# (kernel, label, meta-parameters, num_warps, num_stages); the first row of each kernel is its default.
+VARIANTS = [
+    ("decode", "default", dict(BV=8), 1, 3),
+    ("verify", "default", dict(BV=4), 1, 3),
+    ("intra", "default", {}, _default.intra_warps, 1),
+    ("intra", "8 warps", {}, 8, 1),
+    ("segment", "default", dict(BV=_default.block_v), _default.state_warps, _default.state_stages),
+    ("segment", "1 stage", dict(BV=_default.block_v), _default.state_warps, 1),
+    ("segment", "BV=32", dict(BV=32), _default.state_warps, _default.state_stages),
+    ("state", "default", dict(BV=_default.block_v), _default.state_warps, _default.state_stages),
+    ("state", "1 stage", dict(BV=_default.block_v), _default.state_warps, 1),
+    ("state", "BV=32", dict(BV=32), _default.state_warps, _default.state_stages),
+    ("state", "BV=32, 1 stage", dict(BV=32), _default.state_warps, 1),
+]
+
+
+def _ptxas_info(ptx: str, workdir: Path, name: str) -> tuple[int, int, Path]:
+    """(registers per thread, spill bytes stored + loaded) from ptxas -v, and the cubin it wrote."""
+    ptx_path, cubin = workdir / f"{name}.ptx", workdir / f"{name}.cubin"
+    ptx_path.write_text(ptx)
+    arch = re.search(r"\.target\s+(sm_\w+)", ptx).group(1)
+    out = subprocess.run(
+        [BIN / "ptxas", "-v", "--gpu-name", arch, ptx_path, "-o", cubin],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    regs = int(re.search(r"Used (\d+) registers", out).group(1))
+    spills = sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", out))
+    return regs, spills, cubin
+
+
+def _programs_per_sm(regs: int, shared: int, warps: int) -> tuple[int, str]:
+    """How many programs of this kernel fit on one SM, and the resource that limits them."""
+    regs_per_warp = -(-regs * 32 // 256) * 256  # allocated per warp in units of 256
+    limits = {
+        "registers": REGS_PER_SM // (regs_per_warp * warps),
+        "shared memory": SMEM_PER_SM // (shared + SMEM_PER_PROGRAM_RESERVED),
+        "warps": WARPS_PER_SM // warps,
+        "programs": PROGRAMS_PER_SM,
+    }
+    limit = min(limits, key=limits.get)
+    return limits[limit], limit
+
+
+def _sass_hash(sass: str) -> str:
+    """A hash of the instructions alone: kernel names, addresses and comments stripped."""
+    lines = []
+    for line in sass.splitlines():
+        m = re.match(r"\s*/\*[0-9a-f]{4,}\*/\s*(.*?)\s*;", line)
+        if m:
+            lines.append(m.group(1))
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default=",".join(KERNELS), help="comma-separated kernels")
+    parser.add_argument("--sass", type=Path, help="folder to write each kernel's SASS into")
+    args = parser.parse_args()
+    wanted = args.only.split(",")
+    print(f"triton {triton.__version__}, target sm_90a; Qwen3-Next shapes H={H} HV={HV} K={K} V={V}, bf16")
+    print(
+        f"{'kernel':8s} {'variant':15s} {'warps':>5s} {'stages':>6s} {'regs':>4s} {'spill B':>7s} "
+        f"{'smem KiB':>8s} {'per SM':>6s}  {'limited by':13s} {'HGMMA':>5s} {'LDL+STL':>7s} {'BAR':>4s}  sass"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        for name, label, meta, warps, stages in VARIANTS:
+            if name not in wanted:
+                continue
+            fn, signature, constexprs = KERNELS[name]
+            source = ASTSource(fn=fn, signature=signature, constexprs=constexprs | meta)
+            compiled = triton.compile(source, target=TARGET, options=dict(num_warps=warps, num_stages=stages))
+            tag = f"{name}-{label}".replace(" ", "").replace(",", "_").replace("=", "")
+            regs, spills, cubin = _ptxas_info(compiled.asm["ptx"], workdir, tag)
+            sass = subprocess.run(
+                [BIN / "cuobjdump", "-sass", cubin], capture_output=True, text=True, check=True
+            ).stdout
+            shared = compiled.metadata.shared
+            fit, limit = _programs_per_sm(regs, shared, warps)
+
+            mma, local, bars = (
+                len(re.findall(p, sass)) for p in (r"HGMMA", r"\b(?:LDL|STL)\b", r"BAR\.SYNC")
+            )
+            print(
+                f"{name:8s} {label:15s} {warps:5d} {stages:6d} {regs:4d} {spills:7d} {shared / 1024:8.1f} "
+                f"{fit:6d}  {limit:13s} {mma:5d} {local:7d} {bars:4d}  {_sass_hash(sass)}",
+                flush=True,
+            )
+            if args.sass:
+                args.sass.mkdir(parents=True, exist_ok=True)
+                (args.sass / f"{tag}.sass").write_text(sass)
+
+
+if __name__ == "__main__":
+    main()
