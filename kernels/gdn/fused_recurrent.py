@@ -12,7 +12,10 @@ q/k/v. So the kernel is shaped like a copy kernel:
   place would apply the update several times, and restoring the pool would copy gigabytes).
 
 Verify is the same program looping over the D draft tokens of its sequence, keeping the state in
-registers: one pool read, D intermediate-state writes, the pool never written.
+registers: one pool read, D intermediate-state writes, the pool never written. The two kernels share
+their per-token step (``_load_token``, ``_update``) and their tile addressing; Triton inlines the
+helpers, and the sm_90 machine code is the same as when each kernel spelled them out (SASS hash from
+``benchmarks/gdn_kernel_resources.py``), so the measurements below still hold.
 
 Measured on an H200 at Qwen3-Next shapes (benchmarks/gdn_recurrent_probe.py): decode at 92–94% of the
 copy bandwidth for B = 64…1024 (270.8 µs at B = 256), verify (B = 64, D = 4) at 1.07x its bytes bound.
@@ -34,6 +37,71 @@ import triton.language as tl
 
 # H200 (132 SMs); only used to keep small grids from leaving SMs idle, so a rough figure is enough.
 _SM_COUNT_HINT = 132
+
+
+@triton.jit
+def _program_tile(H: tl.constexpr, HV: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
+    """(sequence, v-head, qk-head, V offsets) of this program. The grid is 1-D over (sequence, v-head,
+    V-tile), tiles fastest: neighbouring programs stream neighbouring memory, and the grid has no 65535
+    limit on its second axis."""
+    pid = tl.program_id(0)
+    i_v = pid % tl.cdiv(V, BV)
+    i_nh = pid // tl.cdiv(V, BV)
+    i_hv = i_nh % HV
+    return i_nh // HV, i_hv, i_hv // (HV // H), i_v * BV + tl.arange(0, BV)
+
+
+@triton.jit
+def _state_tile(state_pool_ptr, state_indices_ptr, stride_pool_slot, i_n, i_hv, offs_k, offs_v, K, V):
+    """(base, offsets, mask, is-real) of this program's [BV, K] tile of its sequence's pool slot."""
+    slot = tl.load(state_indices_ptr + i_n).to(tl.int64)
+    # Never form an address from -1: padding reads slot 0's address under an all-false mask.
+    state_base = state_pool_ptr + tl.maximum(slot, 0) * stride_pool_slot + i_hv * (V * K)
+    state_mask = (offs_v < V)[:, None] & (offs_k < K)[None, :]
+    return state_base, offs_v[:, None] * K + offs_k[None, :], state_mask, slot >= 0
+
+
+@triton.jit
+def _load_token(
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    g_ptr,
+    beta_ptr,
+    tok,
+    i_h,
+    i_hv,
+    offs_k,
+    offs_v,
+    mask_k,
+    mask_v,
+    stride_q_tok,
+    stride_q_head,
+    stride_v_tok,
+    stride_v_head,
+    HV: tl.constexpr,
+):
+    """q, k (fp32 [BK]), v (fp32 [BV]), g and β of token ``tok`` for this program's heads."""
+    q = tl.load(q_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0).to(
+        tl.float32
+    )
+    k = tl.load(k_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0).to(
+        tl.float32
+    )
+    v = tl.load(v_ptr + tok * stride_v_tok + i_hv * stride_v_head + offs_v, mask=mask_v, other=0.0).to(
+        tl.float32
+    )
+    return q, k, v, tl.load(g_ptr + tok * HV + i_hv), tl.load(beta_ptr + tok * HV + i_hv)
+
+
+@triton.jit
+def _update(state, q, k, v, g, beta, scale, real):
+    """One token of the gated delta rule on a [BV, K] state tile: (new state, output row)."""
+    state = state * tl.exp(g)
+    u = beta * (v - tl.sum(state * k[None, :], axis=1))  # β(v − Sᵀk), one value per V row
+    state = state + u[:, None] * k[None, :]  # S += k uᵀ
+    o = tl.sum(state * (q * scale)[None, :], axis=1)  # Sᵀ(scale·q)
+    return state, tl.where(real, o, 0.0)
 
 
 @triton.jit
@@ -59,46 +127,24 @@ def _gdn_decode_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
 ):
-    # 1-D grid over (sequence, v-head, V-tile), tiles fastest: neighbouring programs stream neighbouring
-    # memory, and the grid has no 65535 limit on its second axis.
-    pid = tl.program_id(0)
-    i_v = pid % tl.cdiv(V, BV)
-    i_nh = pid // tl.cdiv(V, BV)
-    i_n = i_nh // HV
-    i_hv = i_nh % HV
-    i_h = i_hv // (HV // H)
-
+    i_n, i_hv, i_h, offs_v = _program_tile(H, HV, V, BV)
     offs_k = tl.arange(0, BK)
-    offs_v = i_v * BV + tl.arange(0, BV)
     mask_k = offs_k < K
     mask_v = offs_v < V
 
-    slot = tl.load(state_indices_ptr + i_n).to(tl.int64)
-    real = slot >= 0
-    # Never form an address from -1: padding reads slot 0's address under an all-false mask.
-    state_base = state_pool_ptr + tl.maximum(slot, 0) * stride_pool_slot + i_hv * (V * K)
-    state_offs = offs_v[:, None] * K + offs_k[None, :]
-    state_mask = mask_v[:, None] & mask_k[None, :]
+    state_base, state_offs, state_mask, real = _state_tile(
+        state_pool_ptr, state_indices_ptr, stride_pool_slot, i_n, i_hv, offs_k, offs_v, K, V
+    )
 
     tok = tl.cast(i_n, tl.int64)
-    q = tl.load(q_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0).to(
-        tl.float32
+    # fmt: off
+    q, k, v, g, beta = _load_token(
+        q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, tok, i_h, i_hv, offs_k, offs_v, mask_k, mask_v,
+        stride_q_tok, stride_q_head, stride_v_tok, stride_v_head, HV,
     )
-    k = tl.load(k_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0).to(
-        tl.float32
-    )
-    v = tl.load(v_ptr + tok * stride_v_tok + i_hv * stride_v_head + offs_v, mask=mask_v, other=0.0).to(
-        tl.float32
-    )
-    g = tl.load(g_ptr + tok * HV + i_hv)
-    beta = tl.load(beta_ptr + tok * HV + i_hv)
-
+    # fmt: on
     state = tl.load(state_base + state_offs, mask=state_mask & real, other=0.0, eviction_policy="evict_first")
-    state = state * tl.exp(g)
-    u = beta * (v - tl.sum(state * k[None, :], axis=1))  # β(v − Sᵀk), one value per V row
-    state = state + u[:, None] * k[None, :]  # S += k uᵀ
-    o = tl.sum(state * (q * scale)[None, :], axis=1)  # Sᵀ(scale·q)
-    o = tl.where(real, o, 0.0)
+    state, o = _update(state, q, k, v, g, beta, scale, real)
 
     tl.store(o_ptr + (tok * HV + i_hv) * V + offs_v, o.to(o_ptr.dtype.element_ty), mask=mask_v)
     tl.store(state_base + state_offs, state, mask=state_mask & real, eviction_policy="evict_first")
@@ -131,25 +177,14 @@ def _gdn_verify_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
 ):
-    # 1-D grid over (sequence, v-head, V-tile), tiles fastest: neighbouring programs stream neighbouring
-    # memory, and the grid has no 65535 limit on its second axis.
-    pid = tl.program_id(0)
-    i_v = pid % tl.cdiv(V, BV)
-    i_nh = pid // tl.cdiv(V, BV)
-    i_n = i_nh // HV
-    i_hv = i_nh % HV
-    i_h = i_hv // (HV // H)
-
+    i_n, i_hv, i_h, offs_v = _program_tile(H, HV, V, BV)
     offs_k = tl.arange(0, BK)
-    offs_v = i_v * BV + tl.arange(0, BV)
     mask_k = offs_k < K
     mask_v = offs_v < V
 
-    slot = tl.load(state_indices_ptr + i_n).to(tl.int64)
-    real = slot >= 0
-    state_offs = offs_v[:, None] * K + offs_k[None, :]
-    state_mask = mask_v[:, None] & mask_k[None, :]
-    state_base = state_pool_ptr + tl.maximum(slot, 0) * stride_pool_slot + i_hv * (V * K)
+    state_base, state_offs, state_mask, real = _state_tile(
+        state_pool_ptr, state_indices_ptr, stride_pool_slot, i_n, i_hv, offs_k, offs_v, K, V
+    )
     state = tl.load(state_base + state_offs, mask=state_mask & real, other=0.0, eviction_policy="evict_first")
 
     n64 = tl.cast(i_n, tl.int64)
@@ -157,20 +192,13 @@ def _gdn_verify_kernel(
     for i_d in range(0, D):
         d64 = tl.cast(i_d, tl.int64)
         tok = n64 * D + d64
-        q = tl.load(q_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0)
-        k = tl.load(k_ptr + tok * stride_q_tok + i_h * stride_q_head + offs_k, mask=mask_k, other=0.0)
-        v = tl.load(v_ptr + tok * stride_v_tok + i_hv * stride_v_head + offs_v, mask=mask_v, other=0.0)
-        q = q.to(tl.float32)
-        k = k.to(tl.float32)
-        v = v.to(tl.float32)
-        g = tl.load(g_ptr + tok * HV + i_hv)
-        beta = tl.load(beta_ptr + tok * HV + i_hv)
-
-        state = state * tl.exp(g)
-        u = beta * (v - tl.sum(state * k[None, :], axis=1))
-        state = state + u[:, None] * k[None, :]
-        o = tl.sum(state * (q * scale)[None, :], axis=1)
-        o = tl.where(real, o, 0.0)
+        # fmt: off
+        q, k, v, g, beta = _load_token(
+            q_ptr, k_ptr, v_ptr, g_ptr, beta_ptr, tok, i_h, i_hv, offs_k, offs_v, mask_k, mask_v,
+            stride_q_tok, stride_q_head, stride_v_tok, stride_v_head, HV,
+        )
+        # fmt: on
+        state, o = _update(state, q, k, v, g, beta, scale, real)
 
         tl.store(o_ptr + (tok * HV + i_hv) * V + offs_v, o.to(o_ptr.dtype.element_ty), mask=mask_v)
         tl.store(
