@@ -1,6 +1,6 @@
 """What our GDN Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,state] [--sass DIR]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state] [--sass DIR]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
@@ -80,9 +80,14 @@ KERNELS = {
     "state": (
         chunk._gdn_chunk_state_kernel,
         dict(q=BF16, k=BF16, g=F32, w=BF16, u=BF16, pmat=BF16, o=BF16, state_pool=F32, state_indices=I32)
-        | dict(cu_seqlens=I32, affine=F32, start=F32, pool_slot_stride=I64, scale="fp32")
+        | dict(cu_seqlens=I32, affine=F32, start=F32, carry=F32, pool_slot_stride=I64, scale="fp32")
         | dict(seg_chunks="i32", N="i32"),
         SHAPES | dict(BN=2, PREC="tf32", IN_PREC=None),
+    ),
+    "carry": (
+        chunk._gdn_chunk_carry_kernel,
+        dict(affine=F32, carry=F32, state_indices=I32, cu_seqlens=I32, seg_chunks="i32", N="i32"),
+        dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32"),
     ),
 }
 
@@ -96,10 +101,11 @@ VARIANTS = [
     ("segment", "default", dict(BV=_default.block_v), _default.state_warps, _default.state_stages),
     ("segment", "1 stage", dict(BV=_default.block_v), _default.state_warps, 1),
     ("segment", "BV=32", dict(BV=32), _default.state_warps, _default.state_stages),
-    ("state", "default", dict(BV=_default.block_v), _default.state_warps, _default.state_stages),
-    ("state", "1 stage", dict(BV=_default.block_v), _default.state_warps, 1),
-    ("state", "BV=32", dict(BV=32), _default.state_warps, _default.state_stages),
-    ("state", "BV=32, 1 stage", dict(BV=32), _default.state_warps, 1),
+    ("state", "default", dict(BV=_default.block_v, CARRY_HERE=not _default.carry_launch), 4, 2),
+    ("state", "carry launch", dict(BV=_default.block_v, CARRY_HERE=False), 4, 2),
+    ("state", "carry, 1 stage", dict(BV=_default.block_v, CARRY_HERE=False), 4, 1),
+    ("state", "carry, BV=32", dict(BV=32, CARRY_HERE=False), 4, 2),
+    ("carry", "default", dict(BV=_default.block_v), _default.state_warps, 1),
 ]
 
 

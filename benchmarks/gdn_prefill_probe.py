@@ -47,6 +47,8 @@ REPLAYS = 20
 # the segment length. BV=32 is back in: the old state pass was miscompiled there by Triton 3.6 on sm_90
 # (outputs off by 70-97 %); every configuration's output is checked against the fp32-input run.
 SWEEP = [
+    dict(carry_launch=True),
+    dict(carry_launch=True, state_stages=1),
     dict(intra_warps=8),
     dict(state_warps=8),
     dict(state_stages=3),

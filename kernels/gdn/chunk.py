@@ -294,6 +294,71 @@ def _gdn_chunk_segment_kernel(
 
 
 @triton.jit
+def _through_segment(
+    affine,
+    state,
+    seg,
+    hv,
+    offs_k,
+    offs_v,
+    HV: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    """S ← M S + B, with the affine map of non-last segment ``seg`` (its rows of ``affine``)."""
+    mask_k = offs_k < K
+    row = (seg * HV + hv) * K + offs_k[:, None]
+    m = tl.load(
+        affine + row * (V + K) + V + offs_k[None, :], mask=mask_k[:, None] & mask_k[None, :], other=0.0
+    )
+    b = tl.load(
+        affine + row * (V + K) + offs_v[None, :], mask=mask_k[:, None] & (offs_v < V)[None, :], other=0.0
+    )
+    return tl.dot(m, state, acc=b, input_precision=PREC)
+
+
+@triton.jit
+def _gdn_chunk_carry_kernel(
+    affine,
+    carry,
+    state_indices,
+    cu_seqlens,
+    seg_chunks,
+    N,
+    HV: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BK: tl.constexpr,
+    BV: tl.constexpr,
+    BN: tl.constexpr,
+    PREC: tl.constexpr,
+):
+    """The initial state of every segment after a sequence's first, in order: segment 0's end state
+    carried through the (M, B) of the segments between. One program per (V tile, value head, split
+    sequence), so the state pass loads its initial state instead of multiplying it out (the K×K fp32
+    operand of that product took 120 KiB of the state pass's shared memory)."""
+    i_v = tl.program_id(0)
+    hv = tl.program_id(1)
+    pid = tl.program_id(2)
+    n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, seg_chunks, BN, True)
+    if (n >= N) | (j != 0):
+        return  # one program per split sequence: the one of its first segment
+    if tl.load(state_indices + n) < 0:
+        return
+    offs_k = tl.arange(0, BK)
+    offs_v = i_v * BV + tl.arange(0, BV)
+    tile_mask = (offs_k < K)[:, None] & (offs_v < V)[None, :]
+    row = (first_non_last * HV + hv) * K + offs_k[:, None]
+    state = tl.load(affine + row * (V + K) + offs_v[None, :], mask=tile_mask, other=0.0)
+    tl.store(carry + row * V + offs_v[None, :], state, mask=tile_mask)
+    for i in range(1, n_segs - 1):
+        state = _through_segment(affine, state, first_non_last + i, hv, offs_k, offs_v, HV, K, V, PREC)
+        row = ((first_non_last + i) * HV + hv) * K + offs_k[:, None]
+        tl.store(carry + row * V + offs_v[None, :], state, mask=tile_mask)
+
+
+@triton.jit
 def _gdn_chunk_state_kernel(
     q,
     k,
@@ -307,6 +372,7 @@ def _gdn_chunk_state_kernel(
     cu_seqlens,
     affine,
     start,
+    carry,
     pool_slot_stride,
     scale,
     seg_chunks,
@@ -320,6 +386,7 @@ def _gdn_chunk_state_kernel(
     BN: tl.constexpr,
     PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
+    CARRY_HERE: tl.constexpr,
 ):
     BT: tl.constexpr = 64
     i_v = tl.program_id(0)
@@ -356,18 +423,14 @@ def _gdn_chunk_state_kernel(
         state = tl.load(s_ptrs, mask=tile_mask, other=0.0)
     elif j == 0:
         state = tl.load(start + first * V + offs_v[None, :], mask=tile_mask, other=0.0)
-    else:
+    elif CARRY_HERE:
         # End of segment 0, then S ← M_i S + B_i through the segments before this one.
         state = tl.load(affine + first * (V + K) + offs_v[None, :], mask=tile_mask, other=0.0)
         for i in range(1, j):
-            row = ((first_non_last + i) * HV + hv) * K + offs_k[:, None]
-            m_i = tl.load(
-                affine + row * (V + K) + V + offs_k[None, :],
-                mask=mask_k[:, None] & mask_k[None, :],
-                other=0.0,
-            )
-            b_i = tl.load(affine + row * (V + K) + offs_v[None, :], mask=tile_mask, other=0.0)
-            state = tl.dot(m_i, state, acc=b_i, input_precision=PREC)
+            state = _through_segment(affine, state, first_non_last + i, hv, offs_k, offs_v, HV, K, V, PREC)
+    else:
+        row = ((first_non_last + j - 1) * HV + hv) * K + offs_k[:, None]
+        state = tl.load(carry + row * V + offs_v[None, :], mask=tile_mask, other=0.0)
 
     dt = q.dtype.element_ty
     for c in range(c_lo, c_hi):
@@ -400,6 +463,10 @@ class LaunchConfig(NamedTuple):
     state_stages: int
     intra_warps: int
     seg_chunks: int  # chunks per segment; a sequence of at most this many chunks is not split
+    # Carry the segments' initial states in a launch of their own instead of in the state pass. Off
+    # until timed on a GPU: it frees 120 KiB of the state pass's shared memory (2 programs per SM
+    # instead of 1, ``benchmarks/gdn_kernel_resources.py``) for one more small launch.
+    carry_launch: bool = False
 
 
 def launch_config(
@@ -433,7 +500,10 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     config = launch_config(T, N, v.shape[1], v.shape[2])
     w, u, pmat = _launch_intra(q, k, v, g, beta, state_indices, cu_seqlens, scale, config)
     affine, start = _launch_segments(k, g, w, u, state_pool, state_indices, cu_seqlens, config)
-    _launch_state(q, k, g, w, u, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, scale, config)
+    carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
+    _launch_state(
+        q, k, g, w, u, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, carry, scale, config
+    )
     return o
 
 
@@ -527,14 +597,45 @@ def _launch_segments(k, g, w, u, state_pool, state_indices, cu_seqlens, config):
     return affine, start
 
 
+def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
+    """Launch 2b (``config.carry_launch`` and some sequence split): the initial state of every segment
+    after a sequence's first, indexed like the non-last segments (segment j of a sequence reads row
+    j − 1 of its own)."""
+    if affine is None or not config.carry_launch:
+        return None
+    non_last, HV, K, VK = affine.shape
+    V = VK - K
+    N = state_indices.shape[0]
+    carry = _empty((non_last, HV, K, V), torch.float32, affine.device)
+    _gdn_chunk_carry_kernel[(triton.cdiv(V, config.block_v), HV, non_last)](
+        affine,
+        carry,
+        state_indices,
+        cu_seqlens,
+        config.seg_chunks,
+        N,
+        HV=HV,
+        K=K,
+        V=V,
+        BK=max(_MIN_TILE, triton.next_power_of_2(K)),
+        BV=config.block_v,
+        BN=triton.next_power_of_2(N + 1),
+        PREC=_solve_precision(dtype),
+        num_warps=config.state_warps,
+    )
+    return carry
+
+
 def _launch_state(
-    q, k, g, w, u, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, scale, config
+    q, k, g, w, u, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, carry, scale, config
 ):
     """Launch 3: the state pass over every segment with the output fused in; updates the pool in place."""
     T, HV, V = u.shape
     N = state_indices.shape[0]
     if affine is None:  # no sequence is split: never read (and the kernel never branches there)
         affine = start = state_pool
+    if carry is None:
+        carry = state_pool
     segments = T // (CHUNK * config.seg_chunks) + N
     _gdn_chunk_state_kernel[(triton.cdiv(V, config.block_v), HV, segments)](
         q,
@@ -549,12 +650,14 @@ def _launch_state(
         cu_seqlens,
         affine,
         start,
+        carry,
         state_pool.stride(0),
         float(scale),
         config.seg_chunks,
         N,
         BV=config.block_v,
         PREC=_solve_precision(q.dtype),
+        CARRY_HERE=not config.carry_launch,
         num_warps=config.state_warps,
         num_stages=config.state_stages,
         **_common(q, u, state_indices),

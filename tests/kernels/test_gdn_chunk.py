@@ -152,11 +152,16 @@ def test_a_pool_view_with_a_slot_pitch_is_read_and_written_in_place():
 # Context parallelism: a sequence longer than one segment is split, and each segment's initial state is
 # carried through the (M, B) of the segments before it. The GPU default only splits long sequences;
 # here the segment length is pinned small so every path runs on short inputs.
-@pytest.fixture
-def segments_of(monkeypatch):
+# Both ways of carrying the segments' initial states are run (``LaunchConfig.carry_launch``).
+@pytest.fixture(params=[False, True], ids=["carry-in-state-pass", "carry-launch"])
+def segments_of(monkeypatch, request):
     def pin(seg_chunks):
         default = chunk.launch_config
-        monkeypatch.setattr(chunk, "launch_config", lambda *a: default(*a)._replace(seg_chunks=seg_chunks))
+        monkeypatch.setattr(
+            chunk,
+            "launch_config",
+            lambda *a: default(*a)._replace(seg_chunks=seg_chunks, carry_launch=request.param),
+        )
 
     return pin
 
