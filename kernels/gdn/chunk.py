@@ -19,6 +19,9 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    runs the state recurrence over the segment on the columns ``[V | K]`` at once: from S = 0 with the
    real u (giving B) and from S = I with u = 0 (giving M). A sequence's first segment instead runs from
    its pool state (and keeps a copy of it, see 3).
+   ``_gdn_chunk_carry_kernel`` (with ``LaunchConfig.carry_launch``, off until timed on a GPU) then
+   carries segment 0's end state through the (M, B) of the segments between, once per split sequence,
+   and writes every segment's initial state; without it the state pass does that product itself.
 3. ``_gdn_chunk_state_kernel`` — parallel over (segment, value head, V tile), sequential over the chunks
    of one segment. The segment's initial state is the pool row (one segment), the copy made in 2 (first
    of several), or the first segment's end state carried through the (M, B) of the segments between.
@@ -29,9 +32,10 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    the last one may already have written it.)
 
 Measured on the H200 (benchmarks/RESULTS.md, 2026-11-29, one process with the peers): 10.3 / 11.6 / 12.0
-Mtok/s on one sequence of 4k / 16k / 64k tokens (0.63–0.71× fla) and 15.1 on 16×2048 (0.97×). Counting
+Mtok/s on one sequence of 4k / 16k / 64k tokens (0.63–0.71× fla) and 15.1 on 16×2048 (0.97×), with an
+intra launch that shared KKᵀ between value heads; the present one, timed alone, is 1.2× faster. Counting
 dots, ≈ 12.6 MFLOP per token at Qwen3-Next shapes (intra 4.7, segments 4.2 on split sequences, state pass
-3.7), run at 100–200 TFLOP/s; the intra launch is the largest part (≈ 38 ns/token), 56% of it the ten
+3.7), run at 100–200 TFLOP/s; the intra launch is the largest part (≈ 31 ns/token), 56% of it the ten
 64³ tf32 dots of the inverse. So the next gains come from doing less: the inverse on the four 16×16
 diagonal blocks only (3-D dots) and the off-diagonal merge by blocks; w and u from the lower triangle
 of Tβ only; fewer, longer segments where one sequence's state pass already fills the GPU (each split
@@ -148,9 +152,9 @@ def _gdn_chunk_intra_kernel(
     IN_PREC: tl.constexpr,
 ):
     BT: tl.constexpr = 64
-    G: tl.constexpr = HV // H
     pid = tl.program_id(0)
-    h = tl.program_id(1)
+    hv = tl.program_id(1)
+    h = hv // (HV // H)
     n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, 1, BN, False)
     if n >= N:
         return
@@ -167,37 +171,33 @@ def _gdn_chunk_intra_kernel(
     dt = q.dtype.element_ty
     q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
     k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
-    # KKᵀ and QKᵀ once for the G value heads of this qk-head (GVA).
-    kk = tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC)
-    qk = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * scale
+    v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
+    g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
+    b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
 
     strict = rows[:, None] > rows[None, :]
     lower = rows[:, None] >= rows[None, :]
     eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
+    # E_ij = exp(Σ_{j<m≤i} g_m): a cumsum down the columns of [g_m if m > j].
+    decay = tl.where(lower, tl.exp(tl.cumsum(tl.where(strict, g_c[:, None], 0.0), 0)), 0.0)
+
+    kk = tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC)
+    a = tl.where(strict, b_c[:, None] * kk * decay, 0.0)
     diag_block = (rows[:, None] // 16) == (rows[None, :] // 16)
-    for i_g in range(G):
-        hv = h * G + i_g
-        v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
-        g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
-        b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
-        # E_ij = exp(γ_i − γ_j) from fp64 prefix sums: the fp32 g add up exactly, so the difference
-        # does not cancel even when |γ| is in the thousands (strong decay).
-        gam = tl.cumsum(g_c.to(tl.float64), 0)
-        decay = tl.exp(tl.where(lower, (gam[:, None] - gam[None, :]).to(tl.float32), float("-inf")))
+    d_inv = _inv_unit_lower(tl.where(diag_block, a, 0.0), eye, PREC)
+    nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
+    nil2 = tl.dot(nil, nil, input_precision=PREC)
+    t_mat = tl.dot(tl.dot(eye - nil, eye + nil2, input_precision=PREC), d_inv, input_precision=PREC)
+    t_beta = (t_mat * b_c[None, :]).to(dt)
 
-        a = tl.where(strict, b_c[:, None] * kk * decay, 0.0)
-        d_inv = _inv_unit_lower(tl.where(diag_block, a, 0.0), eye, PREC)
-        nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
-        nil2 = tl.dot(nil, nil, input_precision=PREC)
-        t_mat = tl.dot(tl.dot(eye - nil, eye + nil2, input_precision=PREC), d_inv, input_precision=PREC)
-        t_beta = (t_mat * b_c[None, :]).to(dt)
+    k_gated = (k_c * tl.exp(tl.cumsum(g_c, 0))[:, None]).to(dt)
+    w_c = tl.dot(t_beta, k_gated, input_precision=IN_PREC)
+    u_c = tl.dot(t_beta, v_c, input_precision=IN_PREC)
+    p_c = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * scale * decay
 
-        k_gated = (k_c * tl.exp(gam.to(tl.float32))[:, None]).to(dt)
-        w_c = tl.dot(t_beta, k_gated, input_precision=IN_PREC)
-        u_c = tl.dot(t_beta, v_c, input_precision=IN_PREC)
-        _store_rows(w_out + hv * K, tok, ok, HV * K, offs_k, mask_k, w_c)
-        _store_rows(u_out + hv * V, tok, ok, HV * V, offs_v, mask_v, u_c)
-        _store_rows(p_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, qk * decay)
+    _store_rows(w_out + hv * K, tok, ok, HV * K, offs_k, mask_k, w_c)
+    _store_rows(u_out + hv * V, tok, ok, HV * V, offs_v, mask_v, u_c)
+    _store_rows(p_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, p_c)
 
 
 @triton.jit
@@ -543,7 +543,7 @@ def _launch_intra(q, k, v, g, beta, state_indices, cu_seqlens, scale, config):
     u = _empty((T, HV, V), q.dtype, q.device)
     pmat = _empty((T, HV, CHUNK), q.dtype, q.device)
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
-    _gdn_chunk_intra_kernel[(T // CHUNK + N, q.shape[1])](
+    _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
         q,
         k,
         v,
