@@ -1,7 +1,7 @@
 """Our Triton chunked GDN prefill on a CUDA GPU: bf16 inputs at Qwen3-Next head geometry, CUDA graphs.
 
 The kernel's error is measured against the fp32 torch reference run on the same bf16 values (upcast), so
-the 5e-3 bound is for the kernel alone (bf16 tensor-core operands, bf16 Tβ/P scratch, bf16 output);
+the 5e-3 bound is for the kernel alone (bf16 tensor-core operands, bf16 w/u/P scratch, bf16 output);
 a looser check against the fp32 values the bf16 inputs were rounded from adds the input rounding.
 """
 
