@@ -155,6 +155,14 @@ def main() -> None:
     parser.add_argument("--sass", type=Path, help="folder to write each kernel's SASS into")
     args = parser.parse_args()
     wanted = args.only.split(",")
+    unknown = sorted(set(wanted) - set(KERNELS))
+    if unknown:
+        parser.error(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(KERNELS)}")
+    missing = [tool for tool in ("ptxas", "cuobjdump") if not (BIN / tool).exists()]
+    if missing:
+        sys.exit(
+            f"this Triton ({triton.__version__}) has no CUDA backend tools ({', '.join(missing)} not in {BIN})"
+        )
     print(f"triton {triton.__version__}, target sm_90a; Qwen3-Next shapes H={H} HV={HV} K={K} V={V}, bf16")
     print(
         f"{'kernel':8s} {'variant':15s} {'warps':>5s} {'stages':>6s} {'regs':>4s} {'spill B':>7s} "
