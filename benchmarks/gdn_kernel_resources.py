@@ -174,6 +174,12 @@ def main() -> None:
             if name not in wanted:
                 continue
             fn, signature, constexprs = KERNELS[name]
+            declared = set(signature) | set(constexprs) | set(meta)
+            if declared != set(fn.arg_names):
+                sys.exit(
+                    f"{name}: KERNELS names {sorted(declared ^ set(fn.arg_names))} unlike the kernel's "
+                    "arguments; update its signature here"
+                )
             source = ASTSource(fn=fn, signature=signature, constexprs=constexprs | meta)
             compiled = triton.compile(source, target=TARGET, options=dict(num_warps=warps, num_stages=stages))
             tag = f"{name}-{label}".replace(" ", "").replace(",", "_").replace("=", "")

@@ -1,0 +1,54 @@
+"""``benchmarks/gdn_kernel_resources.py`` keeps up with the kernels it compiles.
+
+The tool compiles for sm_90a, which needs the kernels as real ``@triton.jit`` functions; this test
+process runs Triton's interpreter (root conftest), so the tool runs in a subprocess of its own.
+"""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TOOL = ROOT / "benchmarks" / "gdn_kernel_resources.py"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_every_declared_signature_names_exactly_the_kernels_arguments():
+    # The tool's hand-written signatures against the kernels' real argument lists, for every variant.
+    check = (
+        "import importlib.util, sys\n"
+        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        "for name, label, meta, *_ in tool.VARIANTS:\n"
+        "    fn, signature, constexprs = tool.KERNELS[name]\n"
+        "    declared = set(signature) | set(constexprs) | set(meta)\n"
+        "    assert declared == set(fn.arg_names), (name, label, declared ^ set(fn.arg_names))\n"
+        "print(len(tool.VARIANTS))\n"
+    )
+    done = _run("-c", check)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout.split()[-1]) >= 6
+
+
+def test_the_recurrent_kernels_compile_for_sm90_and_report_their_resources():
+    done = _run(str(TOOL), "--only", "decode,verify")
+    assert done.returncode == 0, done.stderr
+    rows = [line.split() for line in done.stdout.splitlines() if re.match(r"(decode|verify)\s", line)]
+    assert [row[0] for row in rows] == ["decode", "verify"]
+    for row in rows:
+        regs, spills, fit = int(row[4]), int(row[5]), int(row[7])
+        assert 0 < regs <= 255 and spills >= 0 and fit >= 1
+
+
+def test_an_unknown_kernel_is_refused_with_the_known_names():
+    done = _run(str(TOOL), "--only", "decode,nope")
+    assert done.returncode == 2
+    assert "unknown kernel(s) nope" in done.stderr and "decode" in done.stderr
