@@ -198,3 +198,17 @@ def test_the_gpu_default_splits_only_sequences_longer_than_four_chunks():
     assert gpu(4096, 1) == 13
     assert gpu(16 * 2048, 16) > 2048 // 64
     assert gpu(256, 1) == 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_batches_of_split_and_unsplit_sequences(segments_of, seed):
+    # Random lengths (zeros included), segment sizes and padding: every way a program can find its
+    # sequence and segment, against the reference.
+    gen = torch.Generator().manual_seed(100 + seed)
+    N = int(torch.randint(1, 8, (1,), generator=gen))
+    seqlens = torch.randint(0, 320, (N,), generator=gen).tolist()
+    seqlens[int(torch.randint(0, N, (1,), generator=gen))] = 0 if N > 1 else seqlens[0]
+    segments_of(int(torch.randint(1, 4, (1,), generator=gen)))
+    pad = int(torch.randint(0, N, (1,), generator=gen)) if N > 1 else 0
+    inputs = make_inputs("prefill", N=N, H=1, HV=2, K=16, V=32, seqlens=seqlens, pad=pad, seed=seed)
+    _assert_matches(*_run_both(inputs), FP32_BOUND)
