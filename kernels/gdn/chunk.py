@@ -210,6 +210,18 @@ def _chunk_gates(g, tok, ok, hv, HV: tl.constexpr):
 
 
 @triton.jit
+def _scratch_rows(seg, hv, offs_k, HV: tl.constexpr, K: tl.constexpr):
+    """Row indices [BK, 1] of (segment ``seg``, value head ``hv``) in a [segments, HV, K, cols] scratch."""
+    return (seg * HV + hv) * K + offs_k[:, None]
+
+
+@triton.jit
+def _pool_tile(state_pool, slot, pool_slot_stride, hv, offs_k, cols, K: tl.constexpr, V: tl.constexpr):
+    """Pointers to the state tile S[offs_k, cols] of a slot; the pool stores Sᵀ, K last."""
+    return state_pool + slot * pool_slot_stride + hv * (V * K) + cols[None, :] * K + offs_k[:, None]
+
+
+@triton.jit
 def _load_cols(base, tok, valid, row_stride, offs, mask):
     """The transpose of ``_load_rows``, [cols, rows], laid out by the load itself (no register shuffle)."""
     ptrs = base + tok[None, :] * row_stride + offs[:, None]
@@ -270,9 +282,9 @@ def _gdn_chunk_segment_kernel(
     cols = tl.where(is_m, i_c - NV, i_c) * BV + tl.arange(0, BV)
     mask_c = cols < tl.where(is_m, K, V)
     tile_mask = mask_k[:, None] & mask_c[None, :]
-    row = (pid * HV + hv) * K + offs_k[:, None]
+    row = _scratch_rows(pid, hv, offs_k, HV, K)
     if j == 0:
-        s_ptrs = state_pool + slot * pool_slot_stride + hv * (V * K) + cols[None, :] * K + offs_k[:, None]
+        s_ptrs = _pool_tile(state_pool, slot, pool_slot_stride, hv, offs_k, cols, K, V)
         state = tl.load(s_ptrs, mask=tile_mask, other=0.0)
         tl.store(start + row * V + cols[None, :], state, mask=tile_mask)
     else:
@@ -308,7 +320,7 @@ def _through_segment(
 ):
     """S ← M S + B, with the affine map of non-last segment ``seg`` (its rows of ``affine``)."""
     mask_k = offs_k < K
-    row = (seg * HV + hv) * K + offs_k[:, None]
+    row = _scratch_rows(seg, hv, offs_k, HV, K)
     m = tl.load(
         affine + row * (V + K) + V + offs_k[None, :], mask=mask_k[:, None] & mask_k[None, :], other=0.0
     )
@@ -349,12 +361,12 @@ def _gdn_chunk_carry_kernel(
     offs_k = tl.arange(0, BK)
     offs_v = i_v * BV + tl.arange(0, BV)
     tile_mask = (offs_k < K)[:, None] & (offs_v < V)[None, :]
-    row = (first_non_last * HV + hv) * K + offs_k[:, None]
+    row = _scratch_rows(first_non_last, hv, offs_k, HV, K)
     state = tl.load(affine + row * (V + K) + offs_v[None, :], mask=tile_mask, other=0.0)
     tl.store(carry + row * V + offs_v[None, :], state, mask=tile_mask)
     for i in range(1, n_segs - 1):
         state = _through_segment(affine, state, first_non_last + i, hv, offs_k, offs_v, HV, K, V, PREC)
-        row = ((first_non_last + i) * HV + hv) * K + offs_k[:, None]
+        row = _scratch_rows(first_non_last + i, hv, offs_k, HV, K)
         tl.store(carry + row * V + offs_v[None, :], state, mask=tile_mask)
 
 
@@ -417,8 +429,8 @@ def _gdn_chunk_state_kernel(
 
     # The state tile S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
     tile_mask = mask_k[:, None] & mask_v[None, :]
-    s_ptrs = state_pool + slot * pool_slot_stride + hv * (V * K) + offs_v[None, :] * K + offs_k[:, None]
-    first = (first_non_last * HV + hv) * K + offs_k[:, None]
+    s_ptrs = _pool_tile(state_pool, slot, pool_slot_stride, hv, offs_k, offs_v, K, V)
+    first = _scratch_rows(first_non_last, hv, offs_k, HV, K)
     if n_segs == 1:
         state = tl.load(s_ptrs, mask=tile_mask, other=0.0)
     elif j == 0:
@@ -429,7 +441,7 @@ def _gdn_chunk_state_kernel(
         for i in range(1, j):
             state = _through_segment(affine, state, first_non_last + i, hv, offs_k, offs_v, HV, K, V, PREC)
     else:
-        row = ((first_non_last + j - 1) * HV + hv) * K + offs_k[:, None]
+        row = _scratch_rows(first_non_last + j - 1, hv, offs_k, HV, K)
         state = tl.load(carry + row * V + offs_v[None, :], mask=tile_mask, other=0.0)
 
     dt = q.dtype.element_ty
