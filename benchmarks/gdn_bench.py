@@ -40,7 +40,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -52,6 +51,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kernels._validation as validation  # noqa: E402
+from benchmarks.timing import graph_ms  # noqa: E402
 from kernels import gdn  # noqa: E402
 from kernels._validation import KernelUnavailableError  # noqa: E402
 
@@ -122,36 +122,18 @@ def do_bench_ms(fn, warmup=50, rep=300) -> float:
 
 
 def graph_time_ms(calls) -> float:
-    """Median ms per call: all ``calls`` captured in one CUDA graph (warmed up on a side stream first)."""
+    """Median ms per call: all ``calls`` captured in one CUDA graph (``benchmarks/timing.py``)."""
     if DEVICE == "cpu":  # --dry-run: plumbing only
         t0 = time.perf_counter()
         for call in calls:
             call()
         return (time.perf_counter() - t0) * 1e3 / len(calls)
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
+
+    def run_all():
         for call in calls:
             call()
-    torch.cuda.current_stream().wait_stream(stream)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for call in calls:
-            call()
-    for _ in range(3):
-        graph.replay()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(REPS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    del graph
-    return statistics.median(times) / len(calls)
+
+    return graph_ms(run_all, calls=len(calls), replays=REPS)
 
 
 def copy_bandwidth(R: Recorder, case: str = "copy 2 GiB fp32") -> float:

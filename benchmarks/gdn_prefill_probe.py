@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 
 import torch
@@ -29,6 +28,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
+from benchmarks.timing import graph_ms  # noqa: E402
 from kernels.gdn import chunk  # noqa: E402
 
 H, HV, K, V = 16, 32, 128, 128
@@ -85,29 +85,14 @@ def make_case(seqlens: list[int], seed: int = 0) -> dict:
     )
 
 
-def graph_ms(fn) -> float:
+def calls_ms(fn) -> float:
     """Median ms of one ``fn()`` call, from replays of a CUDA graph holding CALLS calls."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
+
+    def run_all():
         for _ in range(CALLS):
             fn()
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(REPLAYS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / CALLS)
-    return statistics.median(times)
+
+    return graph_ms(run_all, calls=CALLS, replays=REPLAYS)
 
 
 def rel_rmse(x, ref) -> float:
@@ -149,13 +134,13 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
     def timed():
         T, N = inputs["q"].shape[0], len(inputs["state_indices"])
         cfg = chunk.launch_config(T, N, HV, V)
-        total = graph_ms(lambda: chunk.prefill(**inputs))
+        total = calls_ms(lambda: chunk.prefill(**inputs))
         a = [inputs[n] for n in ("q", "k", "v", "g", "beta", "state_indices", "cu_seqlens", "scale")]
-        intra = graph_ms(lambda: chunk._launch_intra(*a, cfg))
+        intra = calls_ms(lambda: chunk._launch_intra(*a, cfg))
         w, u, _ = chunk._launch_intra(*a, cfg)
         pool0 = inputs["state_pool"].clone()
         seg_args = (inputs["k"], inputs["g"], w, u, inputs["state_pool"], inputs["state_indices"])
-        segments = graph_ms(lambda: chunk._launch_segments(*seg_args, inputs["cu_seqlens"], cfg))
+        segments = calls_ms(lambda: chunk._launch_segments(*seg_args, inputs["cu_seqlens"], cfg))
         inputs["state_pool"].copy_(pool0)
         return dict(config=cfg._asdict(), ms=total, intra_ms=intra, segment_ms=segments)
 

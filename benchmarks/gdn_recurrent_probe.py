@@ -30,6 +30,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import kernels._validation as validation  # noqa: E402
+from benchmarks.timing import graph_ms  # noqa: E402
 from kernels.gdn import fused_recurrent  # noqa: E402
 
 H, HV, K, V = 16, 32, 128, 128
@@ -37,29 +38,6 @@ QKV_DTYPE = torch.bfloat16
 REPS = 20
 DECODE_VARIANTS = [None, (4, 1), (8, 1), (16, 1), (8, 2), (32, 4)]
 VERIFY_VARIANTS = [None, (2, 1), (4, 1), (8, 1), (4, 2), (32, 4)]
-
-
-def time_graph(fn, calls_per_replay: int) -> float:
-    """Median seconds per call of ``fn`` (which makes ``calls_per_replay`` calls) replayed as a graph."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    for _ in range(3):
-        graph.replay()
-    times = []
-    for _ in range(REPS):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times) / calls_per_replay
 
 
 def copy_bandwidth() -> float:
@@ -130,7 +108,7 @@ def bench_decode(B: int, bandwidth: float, rows: list, log: dict) -> None:
                     q, k, v, g, beta, state_pool=pool, state_indices=idx, scale=scale, BV=BV, num_warps=nw
                 )
 
-        seconds = time_graph(run, rotate)
+        seconds = graph_ms(run, calls=rotate, replays=REPS) / 1e3
         name = "auto" + str(fused_recurrent._decode_config(B * HV, V, K)) if variant is None else str(variant)
         pct = 100 * bytes_per_call / seconds / bandwidth
         rows.append(f"decode B={B:<5} {name:<16} {seconds * 1e6:9.1f} us  {pct:5.1f}% of copy BW  ok={ok}")
@@ -166,7 +144,7 @@ def bench_verify(B: int, D: int, bandwidth: float, rows: list, log: dict) -> Non
                     q, k, v, g, beta, state_pool=pool, intermediate_states=buf, BV=BV, num_warps=nw, **args
                 )
 
-        seconds = time_graph(run, rotate)
+        seconds = graph_ms(run, calls=rotate, replays=REPS) / 1e3
         name = "auto" + str(fused_recurrent._verify_config(B * HV, V, K)) if variant is None else str(variant)
         pct = 100 * bytes_per_call / seconds / bandwidth
         bound_ratio = seconds / (bytes_per_call / bandwidth)
