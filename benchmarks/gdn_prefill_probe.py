@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -44,10 +45,17 @@ FLASHINFER_MS = {"T=4096": 0.1470, "T=16384": 0.4249, "T=65536": 1.5393, "16x204
 CALLS = 5
 REPLAYS = 20
 # Variations of the default configuration: overrides of LaunchConfig fields, ``seg_scale`` multiplies
-# the segment length. BV=32 is back in: the old state pass was miscompiled there by Triton 3.6 on sm_90
+# the segment length, ``segments`` cuts the batch's chunks into that many segments (1: no split). BV=32 is back in: the old state pass was miscompiled there by Triton 3.6 on sm_90
 # (outputs off by 70-97 %); every configuration's output is checked against the fp32-input run.
 SWEEP = [
     dict(carry_launch=True),
+    dict(carry_launch=True, segments=4),
+    dict(carry_launch=True, segments=3),
+    dict(carry_launch=True, segments=2),
+    dict(segments=1),
+    dict(block_v=32, segments=1),
+    dict(block_v=32, carry_launch=True, segments=2),
+    dict(carry_launch=True, state_warps=8),
     dict(carry_launch=True, state_stages=1),
     dict(intra_warps=8),
     dict(state_warps=8),
@@ -110,9 +118,12 @@ def pinned(variation: dict | None):
         return _MODULE_CONFIG
     variation = dict(variation)
     scale = variation.pop("seg_scale", 1)
+    segments = variation.pop("segments", None)
 
-    def config(*args, **kwargs):
-        cfg = _MODULE_CONFIG(*args, **kwargs)._replace(**variation)
+    def config(num_tokens, *args, **kwargs):
+        cfg = _MODULE_CONFIG(num_tokens, *args, **kwargs)._replace(**variation)
+        if segments is not None:  # cut the whole batch's chunks into this many segments
+            return cfg._replace(seg_chunks=math.ceil(math.ceil(num_tokens / chunk.CHUNK) / segments))
         return cfg._replace(seg_chunks=max(1, int(cfg.seg_chunks * scale)))
 
     return config
