@@ -9,7 +9,8 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
        ``w = Tβ (exp(γ)⊙K)``, ``u = Tβ V``  with ``Tβ = (I + A)^{-1} diag(β)`` (the WY / UT form), and
        ``P = scale · (Q Kᵀ ⊙ E)``, zero above the diagonal.
    The inverse: with D = I + (the 16×16 diagonal blocks of A), ``D^{-1} = (I−a)(I+a²)(I+a⁴)(I+a⁸)``
-   (a^16 = 0), and with N = D^{-1}(A − blocks), strictly block-lower so N⁴ = 0,
+   (a^16 = 0) as batched 16×16 dots on the four blocks, and with N = D^{-1}(A − blocks), strictly
+   block-lower so N⁴ = 0,
    ``(I + A)^{-1} = (I − N)(I + N²) D^{-1}`` — forward substitution by 16-blocks, as dots. E is built
    from sums of same-sign g (a masked cumsum), never as a difference of two chunk-long prefix sums,
    which would cancel catastrophically under strong decay (|γ| in the thousands).
@@ -19,7 +20,7 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    runs the state recurrence over the segment on the columns ``[V | K]`` at once: from S = 0 with the
    real u (giving B) and from S = I with u = 0 (giving M). A sequence's first segment instead runs from
    its pool state (and keeps a copy of it, see 3).
-   ``_gdn_chunk_carry_kernel`` (with ``LaunchConfig.carry_launch``, off until timed on a GPU) then
+   ``_gdn_chunk_carry_kernel`` (``LaunchConfig.carry_launch``, the default on GPUs) then
    carries segment 0's end state through the (M, B) of the segments between, once per split sequence,
    and writes every segment's initial state; without it the state pass does that product itself.
 3. ``_gdn_chunk_state_kernel`` — parallel over (segment, value head, V tile), sequential over the chunks
@@ -31,15 +32,14 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 (benchmarks/RESULTS.md, 2026-11-29, one process with the peers): 10.3 / 11.6 / 12.0
-Mtok/s on one sequence of 4k / 16k / 64k tokens (0.63–0.71× fla) and 15.1 on 16×2048 (0.97×), with an
-intra launch that shared KKᵀ between value heads; the present one, timed alone, is 1.2× faster. Counting
-dots, ≈ 12.6 MFLOP per token at Qwen3-Next shapes (intra 4.7, segments 4.2 on split sequences, state pass
-3.7), run at 100–200 TFLOP/s; the intra launch is the largest part (≈ 31 ns/token), 56% of it the ten
-64³ tf32 dots of the inverse. So the next gains come from doing less: the inverse on the four 16×16
-diagonal blocks only (3-D dots) and the off-diagonal merge by blocks; w and u from the lower triangle
-of Tβ only; fewer, longer segments where one sequence's state pass already fills the GPU (each split
-adds an M of K×K columns).
+Measured on the H200 (2026-11-29 23:30, ``benchmarks/gdn_prefill_probe.py``; the side-by-side run with
+the peers is in benchmarks/RESULTS.md): 0.31 / 1.15 / 4.52 ms on one sequence of 4k / 16k / 64k tokens
+(13–14 Mtok/s, 0.8–0.84× fla) and 1.58 ms on 16×2048 (1.4× fla). The intra launch is about a third of
+it (0.11 / 0.40 / 1.63 / 0.84 ms; the block inverse made it 1.25–1.35× faster than the same product on
+64×64 tiles); at 64k the segment pass takes 1.4 ms and the state pass 1.5 ms. A chunk step of the state
+pass costs ≈ 3 µs per program (latency of a chain of four dependent dots, not throughput: two programs
+per SM run nearly twice the work in the same time), so the next gains are in that chain and in the
+segment pass's M (K×K columns per split), not in more tuning of these launches.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -115,9 +115,32 @@ def _store_rows(base, tok, valid, row_stride, offs, mask, tile):
 
 
 @triton.jit
-def _inv_unit_lower(a, eye, PREC: tl.constexpr):
-    """(I + a)^{-1} for a strictly lower a with a^16 = 0 (16×16 diagonal blocks): the Neumann series,
-    factored exactly."""
+def _same_block(NB: tl.constexpr):
+    """[NB, 1, NB, 1] mask of a [NB, 16, NB, 16] view of a tile: block row == block column."""
+    b = tl.arange(0, NB)
+    return b[:, None, None, None] == b[None, None, :, None]
+
+
+@triton.jit
+def _diag_blocks(x, BT: tl.constexpr):
+    """The 16×16 diagonal blocks of a [BT, BT] tile, stacked as [BT // 16, 16, 16]."""
+    NB: tl.constexpr = BT // 16
+    return tl.sum(tl.where(_same_block(NB), tl.reshape(x, (NB, 16, NB, 16)), 0.0), axis=2)
+
+
+@triton.jit
+def _block_diag(blocks, BT: tl.constexpr):
+    """The [BT, BT] block-diagonal tile of stacked [BT // 16, 16, 16] blocks (inverse of _diag_blocks)."""
+    NB: tl.constexpr = BT // 16
+    return tl.reshape(tl.where(_same_block(NB), blocks[:, :, None, :], 0.0), (BT, BT))
+
+
+@triton.jit
+def _inv_unit_lower_blocks(a, PREC: tl.constexpr):
+    """(I + a)^{-1} for stacked strictly lower 16×16 blocks a (a^16 = 0): the Neumann series, factored
+    exactly, as batched 16×16 dots (a quarter of the work of the same product on the 64×64 tile)."""
+    i = tl.arange(0, 16)
+    eye = tl.where(i[:, None] == i[None, :], 1.0, 0.0)[None, :, :]
     x = eye - a
     a2 = tl.dot(a, a, input_precision=PREC)
     x = tl.dot(x, eye + a2, input_precision=PREC)
@@ -161,43 +184,44 @@ def _gdn_chunk_intra_kernel(
     if tl.load(state_indices + n) < 0:
         return
 
+    # Each operand is loaded just before its first use and each result stored as soon as it is made,
+    # so few [64, 64] fp32 tiles are live at once (the kernel is register-bound).
     rows = tl.arange(0, BT)
     tok = bos + j * BT + rows
     ok = tok < eos
     offs_k = tl.arange(0, BK)
-    offs_v = tl.arange(0, BVF)
     mask_k = offs_k < K
-    mask_v = offs_v < V
     dt = q.dtype.element_ty
-    q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
     k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
-    v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
     g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
     b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
 
     strict = rows[:, None] > rows[None, :]
-    lower = rows[:, None] >= rows[None, :]
-    eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
     # E_ij = exp(Σ_{j<m≤i} g_m): a cumsum down the columns of [g_m if m > j].
-    decay = tl.where(lower, tl.exp(tl.cumsum(tl.where(strict, g_c[:, None], 0.0), 0)), 0.0)
+    decay = tl.where(
+        rows[:, None] >= rows[None, :], tl.exp(tl.cumsum(tl.where(strict, g_c[:, None], 0.0), 0)), 0.0
+    )
+    a = tl.where(strict, tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC) * (b_c[:, None] * decay), 0.0)
+    q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
+    p_c = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * (scale * decay)
+    _store_rows(p_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, p_c)
 
-    kk = tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC)
-    a = tl.where(strict, b_c[:, None] * kk * decay, 0.0)
+    # (I + A)^{-1} = (I − N)(I + N²) D^{-1}, D = I + the diagonal blocks of A, N = D^{-1}(A − blocks).
     diag_block = (rows[:, None] // 16) == (rows[None, :] // 16)
-    d_inv = _inv_unit_lower(tl.where(diag_block, a, 0.0), eye, PREC)
+    d_inv = _block_diag(_inv_unit_lower_blocks(_diag_blocks(a, BT), PREC), BT)
     nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
-    nil2 = tl.dot(nil, nil, input_precision=PREC)
-    t_mat = tl.dot(tl.dot(eye - nil, eye + nil2, input_precision=PREC), d_inv, input_precision=PREC)
-    t_beta = (t_mat * b_c[None, :]).to(dt)
+    eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
+    t_mat = tl.dot(eye - nil, eye + tl.dot(nil, nil, input_precision=PREC), input_precision=PREC)
+    t_beta = (tl.dot(t_mat, d_inv, input_precision=PREC) * b_c[None, :]).to(dt)
 
     k_gated = (k_c * tl.exp(tl.cumsum(g_c, 0))[:, None]).to(dt)
-    w_c = tl.dot(t_beta, k_gated, input_precision=IN_PREC)
-    u_c = tl.dot(t_beta, v_c, input_precision=IN_PREC)
-    p_c = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * scale * decay
-
-    _store_rows(w_out + hv * K, tok, ok, HV * K, offs_k, mask_k, w_c)
-    _store_rows(u_out + hv * V, tok, ok, HV * V, offs_v, mask_v, u_c)
-    _store_rows(p_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, p_c)
+    _store_rows(
+        w_out + hv * K, tok, ok, HV * K, offs_k, mask_k, tl.dot(t_beta, k_gated, input_precision=IN_PREC)
+    )
+    offs_v = tl.arange(0, BVF)
+    mask_v = offs_v < V
+    v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
+    _store_rows(u_out + hv * V, tok, ok, HV * V, offs_v, mask_v, tl.dot(t_beta, v_c, input_precision=IN_PREC))
 
 
 @triton.jit
@@ -472,31 +496,42 @@ class LaunchConfig(NamedTuple):
 
     block_v: int  # V (and M-column) tile of the segment and state passes
     state_warps: int
-    state_stages: int
+    state_stages: int  # software-pipelining stages of the segment and state passes
     intra_warps: int
     seg_chunks: int  # chunks per segment; a sequence of at most this many chunks is not split
-    # Carry the segments' initial states in a launch of their own instead of in the state pass. Off
-    # until timed on a GPU: it frees 120 KiB of the state pass's shared memory (2 programs per SM
-    # instead of 1, ``benchmarks/gdn_kernel_resources.py``) for one more small launch.
-    carry_launch: bool = False
+    # Carry the segments' initial states in a launch of their own instead of in the state pass: the
+    # state pass then needs 72 KiB of shared memory at one stage instead of 176 KiB (2 programs per SM
+    # instead of 1, ``benchmarks/gdn_kernel_resources.py``).
+    carry_launch: bool = True
+
+
+_PROGRAMS_PER_SM = 2  # state-pass programs one SM holds at one stage (registers: 255 per thread)
 
 
 def launch_config(
     num_tokens: int, num_seqs: int, num_v_heads: int, v_dim: int, *, interpret: bool = _INTERPRET
 ) -> LaunchConfig:
-    """The V tile is 64 on GPUs: Triton 3.6 on sm_90 miscompiled the old state pass's output dots for
-    BV ≤ 32 with K ≥ 64 (H200, 2026-11-29: wrong outputs, out-of-bounds shared memory reads); the
-    present kernels are right at BV=32 but slower (``benchmarks/gdn_prefill_probe.py``). Long
-    sequences get their parallelism from segments instead: enough of them that the state pass has
-    about two programs per SM (faster than four on the H200: every extra segment adds an M), but
-    never shorter than four chunks. The intra launch runs on 4 warps (8: 1.8x slower)."""
+    """Measured on the H200 (2026-11-29 23:30, ``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes):
+
+    - V tile 64. Triton 3.6 on sm_90 miscompiles the state pass at BV = 32 with one stage (outputs off
+      by 89 % rel RMSE); at two stages BV = 32 was right and ≤ 10 % faster on one sequence, not worth
+      a known-fragile path.
+    - A long sequence is cut into ``2·SMs // tiles`` segments (4 at HV = 32, V = 128), so the state
+      pass fills the GPU in one wave at two programs per SM: 4.52 ms at 64k tokens, against 4.62 with
+      five segments carried inside the state pass and 4.92 unsplit; never shorter than four chunks.
+    - One pipelining stage when the state pass has more programs than the GPU has SMs (a second program
+      per SM hides the latency: 16×2048 1.58 ms against 1.77), two when it has fewer (64 programs
+      unsplit at 64k: 3.3 ms against 4.7 for the state pass). Counted on the grid, an upper bound.
+    - The intra launch runs on 4 warps (8: 1.8× slower)."""
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
     block_v = 64
     tiles = num_v_heads * triton.cdiv(v_dim, block_v)
-    segments = triton.cdiv(2 * _SM_COUNT_HINT, tiles)
+    slots = _PROGRAMS_PER_SM * _SM_COUNT_HINT
+    segments = max(1, slots // tiles)
     seg_chunks = max(4, triton.cdiv(triton.cdiv(num_tokens, CHUNK), segments))
-    return LaunchConfig(block_v, 4, 2, 4, seg_chunks)
+    programs = tiles * (num_tokens // (CHUNK * seg_chunks) + num_seqs)  # the state pass's grid
+    return LaunchConfig(block_v, 4, 1 if programs > _SM_COUNT_HINT else 2, 4, seg_chunks)
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: float) -> torch.Tensor:
@@ -634,6 +669,9 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
         BN=triton.next_power_of_2(N + 1),
         PREC=_solve_precision(dtype),
         num_warps=config.state_warps,
+        # One stage: pipelining the K×K loads of M (Triton's default, 3 stages) needs 240 KiB of shared
+        # memory, more than an SM has (H200, 2026-11-29).
+        num_stages=1,
     )
     return carry
 
@@ -669,7 +707,8 @@ def _launch_state(
         N,
         BV=config.block_v,
         PREC=_solve_precision(q.dtype),
-        CARRY_HERE=not config.carry_launch,
+        # Without a split sequence the carry branch never runs; compiling it out halves the shared memory.
+        CARRY_HERE=affine is not state_pool and not config.carry_launch,
         num_warps=config.state_warps,
         num_stages=config.state_stages,
         **_common(q, u, state_indices),

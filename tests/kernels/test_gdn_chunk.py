@@ -191,21 +191,26 @@ def test_split_sequences_under_strong_decay(segments_of):
 
 
 @pytest.mark.parametrize("T", [256, 4096, 16384, 65536, 1 << 20])
-def test_the_gpu_default_splits_one_long_sequence_until_the_state_pass_fills_the_gpu(T):
+def test_the_gpu_default_splits_one_long_sequence_to_fill_the_gpu_in_one_wave(T):
     # What launch_config promises, as properties rather than its numbers: segments of at least four
-    # chunks, and a single long sequence cut into enough of them for ~2 state-pass programs per SM.
+    # chunks; a single long sequence cut so the state pass fills the SMs at two programs each, in one
+    # wave; one pipelining stage exactly when some SM holds two programs.
     cfg = chunk.launch_config(T, 1, 32, 128, interpret=False)
     chunks = T // chunk.CHUNK
     segments = -(-chunks // cfg.seg_chunks)
     programs = segments * 32 * -(-128 // cfg.block_v)
     assert cfg.seg_chunks >= 4
-    assert programs >= 2 * chunk._SM_COUNT_HINT or cfg.seg_chunks == 4
+    assert chunk._SM_COUNT_HINT < programs <= 2 * chunk._SM_COUNT_HINT or cfg.seg_chunks == 4
+    assert cfg.state_stages == (1 if programs > chunk._SM_COUNT_HINT else 2)
+    assert cfg.carry_launch
 
 
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():
-    # 16×2048 (measured in benchmarks/RESULTS.md): 16 sequences already give 1024 programs.
+    # 16×2048 (measured in benchmarks/RESULTS.md): 16 sequences already give 1024 programs, so one
+    # stage (two programs per SM).
     cfg = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)
     assert cfg.seg_chunks >= 2048 // chunk.CHUNK
+    assert cfg.state_stages == 1
 
 
 @pytest.mark.parametrize("seed", range(4))
