@@ -10,10 +10,11 @@ divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWE
 and pipeline stages of the state pass; warps of the intra-chunk launch) and prints the best per case.
 The last lines printed are a summary table; ``--out`` writes the raw records as JSON lines.
 
-Measured on the H200 (2026-11-29 22:14, torch 2.11 + triton 3.6; raw rows in
-``benchmarks/results/2026-11-29-2214-h200-prefill_probe.jsonl``): T=4096 0.37 ms (11.0 Mtok/s), T=16384
-1.40 ms, T=65536 5.41 ms, 16×2048 2.16 ms; the intra-chunk launch is 0.17 / 0.63 / 2.46 / 1.25 ms of
-those. Output rel RMSE vs the fp32-input run: 3.7e-3 in every case and configuration.
+Measured on the H200 (2026-11-29 23:20, torch 2.11 + triton 3.6; raw rows in
+``benchmarks/results/2026-11-29-2320-h200-prefill_probe.jsonl``, summary in RESULTS.md): in the
+configurations that became ``launch_config``'s defaults, T=4096 0.31 ms, T=16384 1.15 ms, T=65536 4.52 ms,
+16×2048 1.58 ms; the intra-chunk launch is 0.11 / 0.40 / 1.63 / 0.84 ms of those. Output rel RMSE vs the
+fp32-input run: 3.7e-3, except BV=32 at one stage (0.89: a Triton 3.6 sm_90 miscompile).
 """
 
 from __future__ import annotations

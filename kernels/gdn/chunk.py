@@ -32,9 +32,9 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 (2026-11-29 23:30, ``benchmarks/gdn_prefill_probe.py``; the side-by-side run with
-the peers is in benchmarks/RESULTS.md): 0.31 / 1.15 / 4.52 ms on one sequence of 4k / 16k / 64k tokens
-(13–14 Mtok/s, 0.8–0.84× fla) and 1.58 ms on 16×2048 (1.4× fla). The intra launch is about a third of
+Measured on the H200 (2026-11-29 23:30, side by side with the peers, benchmarks/RESULTS.md): 0.32 / 1.16
+/ 4.54 ms on one sequence of 4k / 16k / 64k tokens (12.9–14.4 Mtok/s, 0.80–0.86× fla) and 1.60 ms on
+16×2048 (20.5 Mtok/s, 1.35× fla); FlashInfer's kernel is 2.3–3.9× faster than ours. The intra launch is about a third of
 it (0.11 / 0.40 / 1.63 / 0.84 ms; the block inverse made it 1.25–1.35× faster than the same product on
 64×64 tiles); at 64k the segment pass takes 1.4 ms and the state pass 1.5 ms. A chunk step of the state
 pass costs ≈ 3 µs per program (latency of a chain of four dependent dots, not throughput: two programs
