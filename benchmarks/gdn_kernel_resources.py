@@ -98,9 +98,9 @@ VARIANTS = [
     ("verify", "default", dict(BV=4), 1, 3),
     ("intra", "default", {}, _default.intra_warps, 1),
     ("intra", "8 warps", {}, 8, 1),
-    ("segment", "default", dict(BV=_default.block_v), _default.state_warps, _default.state_stages),
-    ("segment", "2 stages", dict(BV=_default.block_v), _default.state_warps, 2),
-    ("segment", "BV=32", dict(BV=32), _default.state_warps, _default.state_stages),
+    ("segment", "default", dict(BV=_default.block_v), _default.state_warps, _default.segment_stages),
+    ("segment", "1 stage", dict(BV=_default.block_v), _default.state_warps, 1),
+    ("segment", "BV=32", dict(BV=32), _default.state_warps, _default.segment_stages),
     (
         "state",
         "default",

@@ -496,13 +496,16 @@ class LaunchConfig(NamedTuple):
 
     block_v: int  # V (and M-column) tile of the segment and state passes
     state_warps: int
-    state_stages: int  # software-pipelining stages of the segment and state passes
+    state_stages: int  # software-pipelining stages of the state pass
     intra_warps: int
     seg_chunks: int  # chunks per segment; a sequence of at most this many chunks is not split
     # Carry the segments' initial states in a launch of their own instead of in the state pass: the
     # state pass then needs 72 KiB of shared memory at one stage instead of 176 KiB (2 programs per SM
     # instead of 1, ``benchmarks/gdn_kernel_resources.py``).
     carry_launch: bool = True
+    # The segment pass holds two programs per SM at two stages too (88 KiB of shared memory; registers
+    # are its limit), so it always pipelines its loads.
+    segment_stages: int = 2
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds at one stage (registers: 255 per thread)
@@ -638,7 +641,7 @@ def _launch_segments(k, g, w, u, state_pool, state_indices, cu_seqlens, config):
         N,
         BV=config.block_v,
         num_warps=config.state_warps,
-        num_stages=config.state_stages,
+        num_stages=config.segment_stages,
         **_common(k, u, state_indices),
     )
     return affine, start
