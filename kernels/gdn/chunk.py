@@ -3,22 +3,23 @@
 Up to three launches, no host synchronisation, so the call can be captured in a CUDA graph:
 
 1. ``_gdn_chunk_intra_kernel`` — fully parallel over (chunk, value head); everything in a chunk that does
-   not depend on the running state, as whole 64×64 and 64×128 tensor-core dots. With γ the within-chunk
-   cumulative log-decay (fp32, reset each chunk), E = exp(γ_i − γ_j) on and below the diagonal, and A the
-   strictly lower matrix ``β_i (k_i·k_j) E_ij``, it writes per token row and value head
-       ``w = Tβ (exp(γ)⊙K)``, ``u = Tβ V``  with ``Tβ = (I + A)^{-1} diag(β)`` (the WY / UT form), and
-       ``P = scale · (Q Kᵀ ⊙ E)``, zero above the diagonal.
+   not depend on the running state. With γ the within-chunk cumulative log-decay (fp32, reset each
+   chunk), E = exp(γ_i − γ_j) on and below the diagonal, and A the strictly lower matrix
+   ``β_i (k_i·k_j) E_ij``, it writes per token row and value head two rows of 64:
+       ``Tβ = (I + A)^{-1} diag(β)`` (the WY / UT form) and ``P = scale · (Q Kᵀ ⊙ E)``, zero above the diagonal.
    The inverse: with D = I + (the 16×16 diagonal blocks of A), ``D^{-1} = (I−a)(I+a²)(I+a⁴)(I+a⁸)``
    (a^16 = 0) as batched 16×16 dots on the four blocks, and with N = D^{-1}(A − blocks), strictly
-   block-lower so N⁴ = 0,
-   ``(I + A)^{-1} = (I − N)(I + N²) D^{-1}`` — forward substitution by 16-blocks, as dots. E is built
-   from sums of same-sign g (a masked cumsum), never as a difference of two chunk-long prefix sums,
-   which would cancel catastrophically under strong decay (|γ| in the thousands).
+   block-lower so N⁴ = 0, ``(I + A)^{-1} = (I − N)(I + N²) D^{-1}`` — forward substitution by 16-blocks,
+   as dots. E is built from sums of same-sign g (a masked cumsum), never as a difference of two
+   chunk-long prefix sums, which would cancel catastrophically under strong decay (|γ| in the thousands).
+   The WY vectors themselves (w = Tβ (exp(γ)⊙K), u = Tβ V, 64×128 each) are never stored: the passes
+   below apply Tβ to ``V − (exp(γ)⊙K) S`` instead, which reads a 64×64 Tβ where w and u took four
+   times the bytes, at the price of one more 64×64×64 dot per chunk step.
 2. ``_gdn_chunk_segment_kernel`` — only when one sequence is long enough to be split (context
    parallelism). A sequence is cut into segments of ``seg_chunks`` chunks; the state after a segment is
    affine in the state before it, ``S' = M S + B``. For every segment but a sequence's last, this pass
    runs the state recurrence over the segment on the columns ``[V | K]`` at once: from S = 0 with the
-   real u (giving B) and from S = I with u = 0 (giving M). A sequence's first segment instead runs from
+   real V (giving B) and from S = I with V = 0 (giving M). A sequence's first segment instead runs from
    its pool state (and keeps a copy of it, see 3).
    ``_gdn_chunk_carry_kernel`` (``LaunchConfig.carry_launch``, the default on GPUs) then
    carries segment 0's end state through the (M, B) of the segments between, once per split sequence,
@@ -27,19 +28,22 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    of one segment. The segment's initial state is the pool row (one segment), the copy made in 2 (first
    of several), or the first segment's end state carried through the (M, B) of the segments between.
    Per chunk, with S the K×BV state tile in fp32 registers:
-       ``v_new = u − w S``,  ``o = scale (Q⊙exp(γ)) S + P v_new``,  ``S ← exp(γ_C) S + (K⊙exp(γ_C − γ))ᵀ v_new``.
+       ``v_new = Tβ (V − (K⊙exp(γ)) S)``,  ``o = scale (Q⊙exp(γ)) S + P v_new``,
+       ``S ← exp(γ_C) S + (K⊙exp(γ_C − γ))ᵀ v_new``.
    The output is fused into the state pass, so no per-chunk state is ever written to memory; a
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 (2026-11-29 23:30, side by side with the peers, benchmarks/RESULTS.md): 0.32 / 1.16
-/ 4.54 ms on one sequence of 4k / 16k / 64k tokens (12.9–14.4 Mtok/s, 0.80–0.86× fla) and 1.60 ms on
-16×2048 (20.5 Mtok/s, 1.35× fla); FlashInfer's kernel is 2.3–3.9× faster than ours. The intra launch is about a third of
-it (0.11 / 0.40 / 1.63 / 0.84 ms; the block inverse made it 1.25–1.35× faster than the same product on
-64×64 tiles); at 64k the segment pass takes 1.4 ms and the state pass 1.5 ms. A chunk step of the state
-pass costs ≈ 3 µs per program (latency of a chain of four dependent dots, not throughput: two programs
-per SM run nearly twice the work in the same time), so the next gains are in that chain and in the
-segment pass's M (K×K columns per split), not in more tuning of these launches.
+Measured on the H200 (benchmarks/RESULTS.md). Side by side with the peers (23:30, the w/u form before
+this one): 0.32 / 1.16 / 4.54 ms on one sequence of 4k / 16k / 64k tokens (0.80–0.86× fla) and 1.60 ms
+on 16×2048 (1.35× fla). This form, timed against that one in one process (23:40, same inputs): 0.279 /
+1.006 / 3.946 / 1.295 ms, 1.07–1.22× faster, i.e. ≈ 0.91 / 0.95 / 0.99 / 1.67× fla's times of the 23:30
+run; FlashInfer's kernel is still 1.9–3.2× faster than ours. At 64k the intra launch takes 1.15 ms, the
+segment pass 1.37 and the state pass ≈ 1.4. By the sizes of the tiles they load, the passes read
+≈ 3 TB/s (much of it the same q, k and P tiles again through L2, once per V tile and value head), so
+bytes, more than dots, set their speed: the next gains are in loading each tile once per chunk (one
+program per value head over all of V, or V tiles of one head sharing their loads) and in the segment
+pass's M (K×K columns per split).
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -154,22 +158,18 @@ def _inv_unit_lower_blocks(a, PREC: tl.constexpr):
 def _gdn_chunk_intra_kernel(
     q,
     k,
-    v,
     g,
     beta,
     state_indices,
     cu_seqlens,
-    w_out,
-    u_out,
+    t_out,
     p_out,
     scale,
     N,
     H: tl.constexpr,
     HV: tl.constexpr,
     K: tl.constexpr,
-    V: tl.constexpr,
     BK: tl.constexpr,
-    BVF: tl.constexpr,
     BN: tl.constexpr,
     PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
@@ -191,7 +191,6 @@ def _gdn_chunk_intra_kernel(
     ok = tok < eos
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
-    dt = q.dtype.element_ty
     k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
     g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
     b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
@@ -212,16 +211,8 @@ def _gdn_chunk_intra_kernel(
     nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
     eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
     t_mat = tl.dot(eye - nil, eye + tl.dot(nil, nil, input_precision=PREC), input_precision=PREC)
-    t_beta = (tl.dot(t_mat, d_inv, input_precision=PREC) * b_c[None, :]).to(dt)
-
-    k_gated = (k_c * tl.exp(tl.cumsum(g_c, 0))[:, None]).to(dt)
-    _store_rows(
-        w_out + hv * K, tok, ok, HV * K, offs_k, mask_k, tl.dot(t_beta, k_gated, input_precision=IN_PREC)
-    )
-    offs_v = tl.arange(0, BVF)
-    mask_v = offs_v < V
-    v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
-    _store_rows(u_out + hv * V, tok, ok, HV * V, offs_v, mask_v, tl.dot(t_beta, v_c, input_precision=IN_PREC))
+    t_beta = tl.dot(t_mat, d_inv, input_precision=PREC) * b_c[None, :]
+    _store_rows(t_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, t_beta)
 
 
 @triton.jit
@@ -246,19 +237,14 @@ def _pool_tile(state_pool, slot, pool_slot_stride, hv, offs_k, cols, K: tl.const
 
 
 @triton.jit
-def _load_cols(base, tok, valid, row_stride, offs, mask):
-    """The transpose of ``_load_rows``, [cols, rows], laid out by the load itself (no register shuffle)."""
-    ptrs = base + tok[None, :] * row_stride + offs[:, None]
-    return tl.load(ptrs, mask=mask[:, None] & valid[None, :], other=0.0)
-
-
-@triton.jit
-def _advance(state, state_op, w_c, k_t, u_c, to_end, chunk_decay, dt, IN_PREC: tl.constexpr):
-    """One chunk of the recurrence on a state tile: (v_new, S ← exp(γ_C) S + Kᵀ (exp(γ_C − γ)⊙v_new)).
-    The operands come straight from their loads; only the two small products pass through registers."""
-    v_new = u_c - tl.dot(w_c, state_op, input_precision=IN_PREC)
+def _advance(state, state_op, k_c, t_beta, v_c, gam, to_end, chunk_decay, dt, IN_PREC: tl.constexpr):
+    """One chunk of the recurrence on a state tile: ``v_new = Tβ (V − (exp(γ)⊙K) S)`` and
+    ``S ← exp(γ_C) S + Kᵀ (exp(γ_C − γ)⊙v_new)``. exp(γ) scales the rows of K S after the dot, so K
+    feeds both dots straight from one load."""
+    k_s = tl.dot(k_c, state_op, input_precision=IN_PREC) * tl.exp(gam)[:, None]
+    v_new = tl.dot(t_beta, (v_c - k_s).to(dt), input_precision=IN_PREC)
     v_dec = (v_new * to_end[:, None]).to(dt)
-    state = tl.dot(k_t, v_dec, acc=state * chunk_decay, input_precision=IN_PREC)
+    state = tl.dot(tl.trans(k_c), v_dec, acc=state * chunk_decay, input_precision=IN_PREC)
     return v_new, state
 
 
@@ -266,8 +252,8 @@ def _advance(state, state_op, w_c, k_t, u_c, to_end, chunk_decay, dt, IN_PREC: t
 def _gdn_chunk_segment_kernel(
     k,
     g,
-    w,
-    u,
+    v,
+    tbeta,
     state_pool,
     state_indices,
     cu_seqlens,
@@ -321,10 +307,10 @@ def _gdn_chunk_segment_kernel(
         tok = bos + tl.cast(c, tl.int64) * BT + rows
         ok = tok < eos
         gam, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
-        w_c = _load_rows(w + hv * K, tok, ok, HV * K, offs_k, mask_k)
-        k_t = _load_cols(k + h * K, tok, ok, H * K, offs_k, mask_k)
-        u_c = _load_rows(u + hv * V, tok, ok & (i_c < NV), HV * V, cols, mask_c)
-        v_new, state = _advance(state, state.to(dt), w_c, k_t, u_c, to_end, chunk_decay, dt, IN_PREC)
+        k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
+        t_c = _load_rows(tbeta + hv * BT, tok, ok, HV * BT, rows, rows < BT)
+        v_c = _load_rows(v + hv * V, tok, ok & (i_c < NV), HV * V, cols, mask_c)  # M: V = 0
+        v_new, state = _advance(state, state.to(dt), k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
 
     tl.store(affine + row * (V + K) + tl.where(is_m, V, 0) + cols[None, :], state, mask=tile_mask)
 
@@ -398,9 +384,9 @@ def _gdn_chunk_carry_kernel(
 def _gdn_chunk_state_kernel(
     q,
     k,
+    v,
     g,
-    w,
-    u,
+    tbeta,
     pmat,
     o,
     state_pool,
@@ -474,15 +460,15 @@ def _gdn_chunk_state_kernel(
         ok = tok < eos
         gam, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
         q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
-        k_t = _load_cols(k + h * K, tok, ok, H * K, offs_k, mask_k)
-        w_c = _load_rows(w + hv * K, tok, ok, HV * K, offs_k, mask_k)
-        u_c = _load_rows(u + hv * V, tok, ok, HV * V, offs_v, mask_v)
+        k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
+        t_c = _load_rows(tbeta + hv * BT, tok, ok, HV * BT, rows, rows < BT)
+        v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
         p_c = _load_rows(pmat + hv * BT, tok, ok, HV * BT, rows, rows < BT)
 
         # scale (Q⊙exp(γ)) S as a row scale of Q S, so Q feeds the dot straight from its load.
         state_op = state.to(dt)
         out = tl.dot(q_c, state_op, input_precision=IN_PREC) * (tl.exp(gam) * scale)[:, None]
-        v_new, state = _advance(state, state_op, w_c, k_t, u_c, to_end, chunk_decay, dt, IN_PREC)
+        v_new, state = _advance(state, state_op, k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
         out = tl.dot(p_c, v_new.to(dt), acc=out, input_precision=IN_PREC)
         _store_rows(o_head, tok, ok, HV * V, offs_v, mask_v, out)
 
@@ -548,11 +534,11 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     g, beta = g.contiguous(), beta.contiguous()
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
     config = launch_config(T, N, v.shape[1], v.shape[2])
-    w, u, pmat = _launch_intra(q, k, v, g, beta, state_indices, cu_seqlens, scale, config)
-    affine, start = _launch_segments(k, g, w, u, state_pool, state_indices, cu_seqlens, config)
+    tbeta, pmat = _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config)
+    affine, start = _launch_segments(k, g, v, tbeta, state_pool, state_indices, cu_seqlens, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
     _launch_state(
-        q, k, g, w, u, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, carry, scale, config
+        q, k, v, g, tbeta, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, carry, scale, config
     )
     return o
 
@@ -569,68 +555,62 @@ def _solve_precision(dtype: torch.dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
-def _common(q, v, state_indices):
+def _common(q, num_v_heads, state_indices):
     """Meta-parameters every launch shares."""
     H, K = q.shape[1], q.shape[2]
-    HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
     return dict(
         H=H,
-        HV=HV,
+        HV=num_v_heads,
         K=K,
-        V=V,
         BK=max(_MIN_TILE, triton.next_power_of_2(K)),
         BN=triton.next_power_of_2(N + 1),
         IN_PREC=_input_precision(q.dtype),
     )
 
 
-def _launch_intra(q, k, v, g, beta, state_indices, cu_seqlens, scale, config):
-    """Launch 1: w, u and P, one row per token and value head, in the input dtype."""
-    T, HV, V = v.shape
+def _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config):
+    """Launch 1: Tβ and P, a row of 64 per token and value head, in the input dtype."""
+    T, HV = g.shape
     N = state_indices.shape[0]
-    w = _empty((T, HV, q.shape[2]), q.dtype, q.device)
-    u = _empty((T, HV, V), q.dtype, q.device)
+    tbeta = _empty((T, HV, CHUNK), q.dtype, q.device)
     pmat = _empty((T, HV, CHUNK), q.dtype, q.device)
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
         q,
         k,
-        v,
         g,
         beta,
         state_indices,
         cu_seqlens,
-        w,
-        u,
+        tbeta,
         pmat,
         float(scale),
         N,
-        BVF=max(_MIN_TILE, triton.next_power_of_2(V)),
         PREC=_solve_precision(q.dtype),
         num_warps=config.intra_warps,
-        **_common(q, v, state_indices),
+        **_common(q, HV, state_indices),
     )
-    return w, u, pmat
+    return tbeta, pmat
 
 
-def _launch_segments(k, g, w, u, state_pool, state_indices, cu_seqlens, config):
+def _launch_segments(k, g, v, tbeta, state_pool, state_indices, cu_seqlens, config):
     """Launch 2 (only if some sequence can be longer than one segment): (M, B) of every segment that
     is not its sequence's last — at most T // (64·seg_chunks) of them — and the first segments' states."""
-    T, HV, V = u.shape
+    T, HV, V = v.shape
     K = k.shape[2]
     N = state_indices.shape[0]
     non_last = T // (CHUNK * config.seg_chunks)
     if non_last == 0:
         return None, None
-    affine = _empty((non_last, HV, K, V + K), torch.float32, u.device)
-    start = _empty((non_last, HV, K, V), torch.float32, u.device)
+    affine = _empty((non_last, HV, K, V + K), torch.float32, v.device)
+    start = _empty((non_last, HV, K, V), torch.float32, v.device)
     grid = (triton.cdiv(V, config.block_v) + triton.cdiv(K, config.block_v), HV, non_last)
     _gdn_chunk_segment_kernel[grid](
         k,
         g,
-        w,
-        u,
+        v,
+        tbeta,
         state_pool,
         state_indices,
         cu_seqlens,
@@ -642,7 +622,8 @@ def _launch_segments(k, g, w, u, state_pool, state_indices, cu_seqlens, config):
         BV=config.block_v,
         num_warps=config.state_warps,
         num_stages=config.segment_stages,
-        **_common(k, u, state_indices),
+        V=V,
+        **_common(k, HV, state_indices),
     )
     return affine, start
 
@@ -680,10 +661,10 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
 
 
 def _launch_state(
-    q, k, g, w, u, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, carry, scale, config
+    q, k, v, g, tbeta, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, carry, scale, config
 ):
     """Launch 3: the state pass over every segment with the output fused in; updates the pool in place."""
-    T, HV, V = u.shape
+    T, HV, V = v.shape
     N = state_indices.shape[0]
     if affine is None:  # no sequence is split: never read (and the kernel never branches there)
         affine = start = state_pool
@@ -693,9 +674,9 @@ def _launch_state(
     _gdn_chunk_state_kernel[(triton.cdiv(V, config.block_v), HV, segments)](
         q,
         k,
+        v,
         g,
-        w,
-        u,
+        tbeta,
         pmat,
         o,
         state_pool,
@@ -714,5 +695,6 @@ def _launch_state(
         CARRY_HERE=affine is not state_pool and not config.carry_launch,
         num_warps=config.state_warps,
         num_stages=config.state_stages,
-        **_common(q, u, state_indices),
+        V=V,
+        **_common(q, HV, state_indices),
     )
