@@ -128,6 +128,35 @@ def test_head_dim_not_a_power_of_two():
     _assert_matches(*_run_both(inputs), FP32_BOUND)
 
 
+def test_the_intra_launch_writes_the_ut_inverse_and_the_masked_scores():
+    # The intra launch alone against torch's own inverse: per chunk and value head, Tβ = (I + A)^{-1} diag(β)
+    # with A = strictly lower β_i (k_i·k_j) E_ij, and P = scale (Q Kᵀ ⊙ E) on and below the diagonal;
+    # columns past a partial chunk's end are zero. Checks the block inverse where the end-to-end tests
+    # see only its effect. Weak decay (normalizer 20), so the blocks far below the diagonal matter: under
+    # strong decay they fall below any tolerance, and a wrong merge of them would pass.
+    inputs = make_inputs("prefill", N=3, H=1, HV=2, K=32, V=32, seqlens=[70, 64, 5], seed=21, normalizer=20)
+    q, k, g, beta = (inputs[n].double() for n in ("q", "k", "g", "beta"))
+    cfg = chunk.launch_config(q.shape[0], 3, 2, 32)
+    scale = 0.37
+    args = [inputs[n] for n in ("q", "k", "g", "beta", "state_indices", "cu_seqlens")]
+    tbeta, pmat = chunk._launch_intra(*args, scale, cfg)
+    bounds = inputs["cu_seqlens"].tolist()
+    for bos, eos in zip(bounds[:-1], bounds[1:]):
+        for start in range(bos, eos, chunk.CHUNK):
+            rows = slice(start, min(start + chunk.CHUNK, eos))
+            n = rows.stop - rows.start
+            for hv in range(2):
+                gam = torch.cumsum(g[rows, hv], 0)
+                decay = torch.tril(torch.exp(gam[:, None] - gam[None, :]))
+                kc, b = k[rows, 0], beta[rows, hv]
+                a = torch.tril(b[:, None] * (kc @ kc.T) * decay, -1)
+                t_beta = torch.linalg.inv(torch.eye(n, dtype=a.dtype) + a) * b[None, :]
+                scores = scale * (q[rows, 0] @ kc.T) * decay
+                assert torch.allclose(tbeta[rows, hv, :n].double(), t_beta, rtol=1e-5, atol=1e-6)
+                assert torch.allclose(pmat[rows, hv, :n].double(), scores, rtol=1e-5, atol=1e-6)
+                assert not tbeta[rows, hv, n:].any() and not pmat[rows, hv, n:].any()
+
+
 def test_fp16_inputs_match_the_reference_within_fp16_rounding():
     inputs = make_inputs("prefill", N=4, H=2, HV=4, K=32, V=32, seqlens=[1, 64, 130, 40], dtype=torch.float16)
     o, o_ref, ours, ref = _run_both(inputs)
