@@ -486,11 +486,12 @@ class LaunchConfig(NamedTuple):
     intra_warps: int
     seg_chunks: int  # chunks per segment; a sequence of at most this many chunks is not split
     # Carry the segments' initial states in a launch of their own instead of in the state pass: the
-    # state pass then needs 72 KiB of shared memory at one stage instead of 176 KiB (2 programs per SM
+    # state pass then needs 64 KiB of shared memory at one stage instead of 176 KiB (2 programs per SM
     # instead of 1, ``benchmarks/gdn_kernel_resources.py``).
     carry_launch: bool = True
-    # The segment pass holds two programs per SM at two stages too (88 KiB of shared memory; registers
-    # are its limit), so it always pipelines its loads.
+    # The segment pass holds two programs per SM at two stages too (72 KiB of shared memory; registers
+    # are its limit), so it always pipelines its loads (64k tokens: 4.26 ms against 4.54 at one stage,
+    # two runs).
     segment_stages: int = 2
 
 
@@ -500,7 +501,8 @@ _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds at one stage (registers
 def launch_config(
     num_tokens: int, num_seqs: int, num_v_heads: int, v_dim: int, *, interpret: bool = _INTERPRET
 ) -> LaunchConfig:
-    """Measured on the H200 (2026-11-29 23:30, ``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes):
+    """Measured on the H200 (2026-11-29 23:20, ``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes, the
+    w/u form of the passes before the Tβ one):
 
     - V tile 64. Triton 3.6 on sm_90 miscompiles the state pass at BV = 32 with one stage (outputs off
       by 89 % rel RMSE); at two stages BV = 32 was right and ≤ 10 % faster on one sequence, not worth
