@@ -36,6 +36,9 @@ CASES = [
 
 
 def main() -> int:
+    if not torch.cuda.is_available():
+        print("gdn_memcheck.py needs a CUDA GPU", file=sys.stderr)
+        return 2
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
     failures = 0
     for phase, shapes, _ in CASES:

@@ -179,6 +179,11 @@ def main() -> None:
     )
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for probe.jsonl")
     args = parser.parse_args()
+    unknown = sorted(set(args.cases.split(",")) - set(CASES))
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU (CUDA-graph timing)")
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     records = []
     for name in args.cases.split(","):

@@ -159,6 +159,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="write a JSON log here")
     args = parser.parse_args()
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU")
     validation.CHECK_VALUES = False  # the kernels are called directly anyway; keep syncs out
 
     props = torch.cuda.get_device_properties(0)
