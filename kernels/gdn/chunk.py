@@ -39,11 +39,12 @@ this one): 0.32 / 1.16 / 4.54 ms on one sequence of 4k / 16k / 64k tokens (0.80�
 on 16×2048 (1.35× fla). This form, timed against that one in one process (23:40, same inputs): 0.279 /
 1.006 / 3.946 / 1.295 ms, 1.07–1.22× faster, i.e. ≈ 0.91 / 0.95 / 0.99 / 1.67× fla's times of the 23:30
 run; FlashInfer's kernel is still 1.9–3.2× faster than ours. At 64k the intra launch takes 1.15 ms, the
-segment pass 1.37 and the state pass ≈ 1.4. By the sizes of the tiles they load, the passes read
-≈ 3 TB/s (much of it the same q, k and P tiles again through L2, once per V tile and value head), so
-bytes, more than dots, set their speed: the next gains are in loading each tile once per chunk (one
-program per value head over all of V, or V tiles of one head sharing their loads) and in the segment
-pass's M (K×K columns per split).
+segment pass 1.37 and the state pass ≈ 1.4. The passes are bound by the latency of their chain of
+dots, not by bytes: the Tβ form loads 8 KB less per step than the w/u form but runs one more dot, and
+its passes got ≈ 5% slower (the whole gain came from the intra launch); their tile loads, ≈ 3 TB/s
+summed over the GPU, are ≈ 11 B per cycle per SM, far below what L2 serves. So the next gains are in
+fewer dot rounds per step (Q and K, or Q and w, stacked into one 128-row operand of the same dot with
+S), in the intra launch, and in the segment pass's M (K×K columns per split).
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
