@@ -1,6 +1,6 @@
 """Time our Triton chunked GDN prefill (``kernels/gdn/chunk.py``) on a CUDA GPU, under CUDA graphs.
 
-    python3 benchmarks/gdn_prefill_probe.py [--sweep | --variations JSON] [--cases A,B] [--out DIR]
+    python3 benchmarks/gdn_prefill_probe.py [--sweep | --variations JSON] [--cases A,B] [--against F,G] [--out DIR]
 
 Qwen3-Next shapes (H=16, HV=32, K=V=128), bf16 q/k/v, fp32 g/beta/state, an initial state read and the
 final state written — the method of ``reference/gpu-baseline.md`` so the numbers compare with the peers
@@ -8,6 +8,8 @@ measured there (fla's Triton chunk path and FlashInfer on the same H200 kind). E
 ``CALLS`` prefill calls in one CUDA graph after a warm-up, replays it, and reports the median replay
 divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWEEP`` (the V tile, warps
 and pipeline stages of the state pass; warps of the intra-chunk launch) and prints the best per case.
+``--against`` also times other copies of ``chunk.py`` (a branch's, written into the tree with ``git show``
+so it travels to the device) at their own defaults on the same inputs: an A/B in one process.
 The last lines printed are a summary table; ``--out`` writes the raw records as JSON lines.
 
 Measured on the H200 (2026-11-29 23:20, torch 2.11 + triton 3.6; raw rows in
@@ -20,6 +22,7 @@ fp32-input run: 3.7e-3, except BV=32 at one stage (0.89: a Triton 3.6 sm_90 misc
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import math
 import os
@@ -166,6 +169,31 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
     return with_config(variation, timed)
 
 
+def _load_module(path: str):
+    """Another copy of ``kernels/gdn/chunk.py`` as a module of its own."""
+    spec = importlib.util.spec_from_file_location(f"chunk_{abs(hash(path))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def time_other(module, inputs: dict, pool0: torch.Tensor, o_fp32: torch.Tensor) -> dict:
+    """Another copy's whole prefill at its own launch configuration (its launches may differ from ours,
+    so only the total is timed), checked against the same fp32-input run."""
+    T, N = inputs["q"].shape[0], len(inputs["state_indices"])
+    cfg = module.launch_config(T, N, HV, V)
+    try:
+        inputs["state_pool"].copy_(pool0)
+        rel = rel_rmse(module.prefill(**inputs), o_fp32)
+        ms = calls_ms(lambda: module.prefill(**inputs))
+    except Exception as err:
+        return dict(error=f"{type(err).__name__}: {err}"[:300])
+    finally:
+        inputs["state_pool"].copy_(pool0)
+    nan = float("nan")
+    return dict(config=cfg._asdict(), ms=ms, intra_ms=nan, segment_ms=nan, rel_vs_fp32=rel)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", action="store_true", help="time every configuration in SWEEP")
@@ -177,6 +205,12 @@ def main() -> None:
         type=json.loads,
         help='JSON list of overrides to time instead of SWEEP, e.g. [{"intra_warps": 2}]',
     )
+    parser.add_argument(
+        "--against",
+        default="",
+        help="comma-separated other copies of kernels/gdn/chunk.py (e.g. from `git show BRANCH:…`, placed "
+        "in the tree so they travel to the device) to time at their own defaults on the same inputs",
+    )
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for probe.jsonl")
     args = parser.parse_args()
     unknown = sorted(set(args.cases.split(",")) - set(CASES))
@@ -184,6 +218,11 @@ def main() -> None:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUDA-graph timing)")
+    against = [path for path in args.against.split(",") if path]
+    missing = [path for path in against if not os.path.isfile(path)]
+    if missing:
+        parser.error(f"--against: no such file(s) {', '.join(missing)}")
+    others = {path: _load_module(path) for path in against}
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     records = []
     for name in args.cases.split(","):
@@ -210,6 +249,8 @@ def main() -> None:
                 runs.append(
                     dict(variation=variation or "default", error=f"{type(err).__name__}: {err}"[:300])
                 )
+        for path, module in others.items():
+            runs.append(time_other(module, inputs, pool0, o_fp32) | dict(variation=f"against {path}"))
         for run in runs:
             run.update(case=name, T=T)
             if "ms" in run:
@@ -238,7 +279,7 @@ def main() -> None:
             print(
                 f"{name:9s} {label:7s} {c!s:28s} {r['ms']:8.4f} {r['intra_ms']:8.4f} {r['segment_ms']:7.4f} "
                 f"{r['mtok_s']:8.1f} "
-                f"{fla:10.1f} {FLA_MS[name] / r['ms']:6.2f} {fi:9.1f}  rel {r['rel_vs_fp32']:.2e}"
+                f"{fla:10.1f} {FLA_MS[name] / r['ms']:6.2f} {fi:9.1f}  rel {r['rel_vs_fp32']:.2e}  {r['variation']}"
             )
 
 
