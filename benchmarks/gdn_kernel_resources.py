@@ -92,11 +92,14 @@ KERNELS = {
 }
 
 _default = chunk.launch_config(4096, 1, HV, V, interpret=False)
-# (kernel, label, meta-parameters, num_warps, num_stages); the first row of each kernel is its default.
+# (kernel, label, meta-parameters, num_warps, num_stages[, compile options]); the first row of each
+# kernel is its default.
 VARIANTS = [
     ("decode", "default", dict(BV=8), 1, 3),
     ("verify", "default", dict(BV=4), 1, 3),
     ("intra", "default", {}, _default.intra_warps, 1),
+    ("intra", "maxnreg 168", {}, _default.intra_warps, 1, dict(maxnreg=168)),
+    ("intra", "8w, maxnreg 128", {}, 8, 1, dict(maxnreg=128)),
     ("intra", "8 warps", {}, 8, 1),
     ("segment", "default", dict(BV=_default.block_v), _default.state_warps, _default.segment_stages),
     ("segment", "1 stage", dict(BV=_default.block_v), _default.state_warps, 1),
@@ -187,7 +190,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        for name, label, meta, warps, stages in VARIANTS:
+        for name, label, meta, warps, stages, *options in VARIANTS:
             if name not in wanted:
                 continue
             fn, signature, constexprs = KERNELS[name]
@@ -200,7 +203,11 @@ def main() -> None:
             source = ASTSource(
                 fn=fn, signature=signature, constexprs=constexprs | meta, attrs=_aligned(fn, signature)
             )
-            compiled = triton.compile(source, target=TARGET, options=dict(num_warps=warps, num_stages=stages))
+            compiled = triton.compile(
+                source,
+                target=TARGET,
+                options=dict(num_warps=warps, num_stages=stages, **(options or [{}])[0]),
+            )
             tag = f"{name}-{label}".replace(" ", "").replace(",", "_").replace("=", "")
             regs, spills, cubin = _ptxas_info(compiled.asm["ptx"], workdir, tag)
             sass = subprocess.run(

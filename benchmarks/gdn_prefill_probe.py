@@ -62,6 +62,8 @@ SWEEP = [
     dict(carry_launch=True, state_warps=8),
     dict(carry_launch=True, state_stages=1),
     dict(intra_warps=8),
+    dict(intra_maxnreg=168),
+    dict(intra_warps=8, intra_maxnreg=128),
     dict(state_warps=8),
     dict(state_stages=3),
     dict(seg_scale=0.5),

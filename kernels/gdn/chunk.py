@@ -494,6 +494,9 @@ class LaunchConfig(NamedTuple):
     # are its limit), so it always pipelines its loads (64k tokens: 4.26 ms against 4.54 at one stage,
     # two runs).
     segment_stages: int = 2
+    # A register cap for the intra launch (Triton's ``maxnreg``): at 219 registers it holds 2 programs per
+    # SM; 168 gives 3 (200 B of spills), 128 at 8 warps gives 2 of 8 warps. None (no cap) until timed.
+    intra_maxnreg: int | None = None
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds at one stage (registers: 255 per thread)
@@ -592,6 +595,7 @@ def _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config):
         N,
         PREC=_solve_precision(q.dtype),
         num_warps=config.intra_warps,
+        **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
         **_common(q, HV, state_indices),
     )
     return tbeta, pmat
