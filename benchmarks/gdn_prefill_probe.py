@@ -49,18 +49,16 @@ FLASHINFER_MS = {"T=4096": 0.1470, "T=16384": 0.4249, "T=65536": 1.5393, "16x204
 CALLS = 5
 REPLAYS = 20
 # Variations of the default configuration: overrides of LaunchConfig fields, ``seg_scale`` multiplies
-# the segment length, ``segments`` cuts the batch's chunks into that many segments (1: no split). BV=32 is back in: the old state pass was miscompiled there by Triton 3.6 on sm_90
-# (outputs off by 70-97 %); every configuration's output is checked against the fp32-input run.
+# the segment length, ``segments`` cuts the batch's chunks into that many segments (1: no split).
+# BV=32 is in although Triton 3.6 on sm_90 miscompiles it at one stage (89 % rel RMSE, 2026-11-29):
+# every configuration's output is checked against the fp32-input run.
 SWEEP = [
-    dict(carry_launch=True),
-    dict(carry_launch=True, segments=4),
-    dict(carry_launch=True, segments=3),
-    dict(carry_launch=True, segments=2),
+    dict(segments=3),
+    dict(segments=2),
     dict(segments=1),
     dict(block_v=32, segments=1),
-    dict(block_v=32, carry_launch=True, segments=2),
-    dict(carry_launch=True, state_warps=8),
-    dict(carry_launch=True, state_stages=1),
+    dict(state_stages=1),
+    dict(state_stages=2),
     dict(intra_warps=8),
     dict(intra_maxnreg=168),
     dict(intra_warps=8, intra_maxnreg=128),

@@ -21,9 +21,9 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    runs the state recurrence over the segment on the columns ``[V | K]`` at once: from S = 0 with the
    real V (giving B) and from S = I with V = 0 (giving M). A sequence's first segment instead runs from
    its pool state (and keeps a copy of it, see 3).
-   ``_gdn_chunk_carry_kernel`` (``LaunchConfig.carry_launch``, the default on GPUs) then
-   carries segment 0's end state through the (M, B) of the segments between, once per split sequence,
-   and writes every segment's initial state; without it the state pass does that product itself.
+   ``_gdn_chunk_carry_kernel`` then carries segment 0's end state through the (M, B) of the segments
+   between, once per split sequence, and writes every segment's initial state (in the state pass, that
+   product's K×K operand took 120 KiB of shared memory: one program per SM instead of two).
 3. ``_gdn_chunk_state_kernel`` — parallel over (segment, value head, V tile), sequential over the chunks
    of one segment. The segment's initial state is the pool row (one segment), the copy made in 2 (first
    of several), or the first segment's end state carried through the (M, B) of the segments between.
@@ -393,7 +393,6 @@ def _gdn_chunk_state_kernel(
     state_pool,
     state_indices,
     cu_seqlens,
-    affine,
     start,
     carry,
     pool_slot_stride,
@@ -407,9 +406,7 @@ def _gdn_chunk_state_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     BN: tl.constexpr,
-    PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
-    CARRY_HERE: tl.constexpr,
 ):
     BT: tl.constexpr = 64
     i_v = tl.program_id(0)
@@ -446,11 +443,6 @@ def _gdn_chunk_state_kernel(
         state = tl.load(s_ptrs, mask=tile_mask, other=0.0)
     elif j == 0:
         state = tl.load(start + first * V + offs_v[None, :], mask=tile_mask, other=0.0)
-    elif CARRY_HERE:
-        # End of segment 0, then S ← M_i S + B_i through the segments before this one.
-        state = tl.load(affine + first * (V + K) + offs_v[None, :], mask=tile_mask, other=0.0)
-        for i in range(1, j):
-            state = _through_segment(affine, state, first_non_last + i, hv, offs_k, offs_v, HV, K, V, PREC)
     else:
         row = _scratch_rows(first_non_last + j - 1, hv, offs_k, HV, K)
         state = tl.load(carry + row * V + offs_v[None, :], mask=tile_mask, other=0.0)
@@ -486,10 +478,6 @@ class LaunchConfig(NamedTuple):
     state_stages: int  # software-pipelining stages of the state pass
     intra_warps: int
     seg_chunks: int  # chunks per segment; a sequence of at most this many chunks is not split
-    # Carry the segments' initial states in a launch of their own instead of in the state pass: the
-    # state pass then needs 64 KiB of shared memory at one stage instead of 176 KiB (2 programs per SM
-    # instead of 1, ``benchmarks/gdn_kernel_resources.py``).
-    carry_launch: bool = True
     # The segment pass holds two programs per SM at two stages too (72 KiB of shared memory; registers
     # are its limit), so it always pipelines its loads (64k tokens: 4.26 ms against 4.54 at one stage,
     # two runs).
@@ -544,7 +532,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     affine, start = _launch_segments(k, g, v, tbeta, state_pool, state_indices, cu_seqlens, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
     _launch_state(
-        q, k, v, g, tbeta, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, carry, scale, config
+        q, k, v, g, tbeta, pmat, o, state_pool, state_indices, cu_seqlens, start, carry, scale, config
     )
     return o
 
@@ -636,10 +624,9 @@ def _launch_segments(k, g, v, tbeta, state_pool, state_indices, cu_seqlens, conf
 
 
 def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
-    """Launch 2b (``config.carry_launch`` and some sequence split): the initial state of every segment
-    after a sequence's first, indexed like the non-last segments (segment j of a sequence reads row
-    j − 1 of its own)."""
-    if affine is None or not config.carry_launch:
+    """Launch 2b (some sequence split): the initial state of every segment after a sequence's first,
+    indexed like the non-last segments (segment j of a sequence reads row j − 1 of its own)."""
+    if affine is None:
         return None
     non_last, HV, K, VK = affine.shape
     V = VK - K
@@ -668,15 +655,13 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
 
 
 def _launch_state(
-    q, k, v, g, tbeta, pmat, o, state_pool, state_indices, cu_seqlens, affine, start, carry, scale, config
+    q, k, v, g, tbeta, pmat, o, state_pool, state_indices, cu_seqlens, start, carry, scale, config
 ):
     """Launch 3: the state pass over every segment with the output fused in; updates the pool in place."""
     T, HV, V = v.shape
     N = state_indices.shape[0]
-    if affine is None:  # no sequence is split: never read (and the kernel never branches there)
-        affine = start = state_pool
-    if carry is None:
-        carry = state_pool
+    if start is None:  # no sequence is split: never read (the kernel never branches there)
+        start = carry = state_pool
     segments = T // (CHUNK * config.seg_chunks) + N
     _gdn_chunk_state_kernel[(triton.cdiv(V, config.block_v), HV, segments)](
         q,
@@ -689,7 +674,6 @@ def _launch_state(
         state_pool,
         state_indices,
         cu_seqlens,
-        affine,
         start,
         carry,
         state_pool.stride(0),
@@ -697,9 +681,6 @@ def _launch_state(
         config.seg_chunks,
         N,
         BV=config.block_v,
-        PREC=_solve_precision(q.dtype),
-        # Without a split sequence the carry branch never runs; compiling it out halves the shared memory.
-        CARRY_HERE=affine is not state_pool and not config.carry_launch,
         num_warps=config.state_warps,
         num_stages=config.state_stages,
         V=V,

@@ -181,16 +181,11 @@ def test_a_pool_view_with_a_slot_pitch_is_read_and_written_in_place():
 # Context parallelism: a sequence longer than one segment is split, and each segment's initial state is
 # carried through the (M, B) of the segments before it. The GPU default only splits long sequences;
 # here the segment length is pinned small so every path runs on short inputs.
-# Both ways of carrying the segments' initial states are run (``LaunchConfig.carry_launch``).
-@pytest.fixture(params=[False, True], ids=["carry-in-state-pass", "carry-launch"])
-def segments_of(monkeypatch, request):
+@pytest.fixture
+def segments_of(monkeypatch):
     def pin(seg_chunks):
         default = chunk.launch_config
-        monkeypatch.setattr(
-            chunk,
-            "launch_config",
-            lambda *a: default(*a)._replace(seg_chunks=seg_chunks, carry_launch=request.param),
-        )
+        monkeypatch.setattr(chunk, "launch_config", lambda *a: default(*a)._replace(seg_chunks=seg_chunks))
 
     return pin
 
@@ -231,7 +226,6 @@ def test_the_gpu_default_splits_one_long_sequence_to_fill_the_gpu_in_one_wave(T)
     assert cfg.seg_chunks >= 4
     assert chunk._SM_COUNT_HINT < programs <= 2 * chunk._SM_COUNT_HINT or cfg.seg_chunks == 4
     assert cfg.state_stages == (1 if programs > chunk._SM_COUNT_HINT else 2)
-    assert cfg.carry_launch
 
 
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():

@@ -82,16 +82,11 @@ def test_padding_sequences_get_zero_output_and_keep_the_pool_at_qwen3_next_shape
             assert torch.equal(bf16["state_pool"][slot], pool_before[slot])
 
 
-@pytest.mark.parametrize("carry_launch", [True, False], ids=["carry-launch", "carry-in-state-pass"])
 @pytest.mark.parametrize("seg_chunks", [1, 3])
-def test_split_sequences_match_the_reference_at_qwen3_next_shapes(monkeypatch, seg_chunks, carry_launch):
+def test_split_sequences_match_the_reference_at_qwen3_next_shapes(monkeypatch, seg_chunks):
     # Context parallelism on short inputs: segments of 1 or 3 chunks, a padded sequence among them.
     default = chunk.launch_config
-    monkeypatch.setattr(
-        chunk,
-        "launch_config",
-        lambda *a: default(*a)._replace(seg_chunks=seg_chunks, carry_launch=carry_launch),
-    )
+    monkeypatch.setattr(chunk, "launch_config", lambda *a: default(*a)._replace(seg_chunks=seg_chunks))
     bf16, upcast, _ = _bf16_and_reference_inputs([700, 64, 129, 300], seed=13, pad=1)
     o = gdn.prefill(**bf16, backend="triton")
     o_ref = gdn.prefill(**upcast, backend="torch")
