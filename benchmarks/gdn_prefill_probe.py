@@ -222,7 +222,12 @@ def main() -> None:
     missing = [path for path in against if not os.path.isfile(path)]
     if missing:
         parser.error(f"--against: no such file(s) {', '.join(missing)}")
-    others = {path: _load_module(path) for path in against}
+    others = {}
+    for path in against:
+        try:
+            others[path] = _load_module(path)
+        except Exception as err:  # a copy that does not import: say which, without a traceback
+            parser.error(f"--against {path}: {type(err).__name__}: {err}")
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     records = []
     for name in args.cases.split(","):
