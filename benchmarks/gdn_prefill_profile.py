@@ -1,0 +1,43 @@
+"""One chunked GDN prefill call for a profiler to read (Nsight Compute), after a warm-up that compiles.
+
+    ncu --clock-control none --set full -k regex:_gdn_chunk_ --launch-skip 4 -o $OUT/prefill \
+        python3 benchmarks/gdn_prefill_profile.py --case T=16384
+
+The warm-up call launches the same kernels as the profiled one (up to four: intra, segment, carry,
+state), so ``--launch-skip`` with that count skips it. Inputs are the probe's (``gdn_prefill_probe.py``:
+Qwen3-Next shapes, bf16 q/k/v). ``--against F`` profiles another copy of ``chunk.py`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+from benchmarks.gdn_prefill_probe import CASES, HV, V, _load_module, make_case  # noqa: E402
+from kernels.gdn import chunk  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--case", default="T=16384", choices=sorted(CASES))
+    parser.add_argument("--against", help="another copy of kernels/gdn/chunk.py to profile instead")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU")
+    if args.against and not os.path.isfile(args.against):
+        parser.error(f"--against: no such file {args.against}")
+    module = _load_module(args.against) if args.against else chunk
+    inputs = make_case(CASES[args.case])
+    for _ in range(2):  # warm-up (compiles), then the call the profiler is told to keep
+        module.prefill(**inputs)
+    torch.cuda.synchronize()
+    print(f"{args.case}: {module.launch_config(inputs['q'].shape[0], len(CASES[args.case]), HV, V)}")
+
+
+if __name__ == "__main__":
+    main()
