@@ -69,19 +69,18 @@ KERNELS = {
     ),
     "intra": (
         chunk._gdn_chunk_intra_kernel,
-        dict(q=BF16, k=BF16, g=F32, beta=F32, state_indices=I32, cu_seqlens=I32, t_out=BF16)
-        | dict(p_out=BF16, scale="fp32", N="i32"),
+        dict(k=BF16, g=F32, beta=F32, state_indices=I32, cu_seqlens=I32, t_out=BF16, gates=F32, N="i32"),
         dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None),
     ),
     "segment": (
         chunk._gdn_chunk_segment_kernel,
-        dict(k=BF16, g=F32, v=BF16, tbeta=BF16, state_pool=F32, state_indices=I32, cu_seqlens=I32)
+        dict(k=BF16, gates=F32, v=BF16, tbeta=BF16, state_pool=F32, state_indices=I32, cu_seqlens=I32)
         | dict(affine=F32, start=F32, pool_slot_stride=I64, seg_chunks="i32", N="i32"),
         SHAPES | dict(BN=2, IN_PREC=None),
     ),
     "state": (
         chunk._gdn_chunk_state_kernel,
-        dict(q=BF16, k=BF16, v=BF16, g=F32, tbeta=BF16, pmat=BF16, o=BF16, state_pool=F32, state_indices=I32)
+        dict(q=BF16, k=BF16, v=BF16, gates=F32, tbeta=BF16, o=BF16, state_pool=F32, state_indices=I32)
         | dict(cu_seqlens=I32, start=F32, carry=F32, pool_slot_stride=I64, scale="fp32")
         | dict(seg_chunks="i32", N="i32"),
         SHAPES | dict(BN=2, IN_PREC=None),
@@ -99,15 +98,15 @@ _default = chunk.launch_config(4096, 1, HV, V, interpret=False)
 VARIANTS = [
     ("decode", "default", dict(BV=8), 1, 3),
     ("verify", "default", dict(BV=4), 1, 3),
-    ("intra", "default", {}, _default.intra_warps, 1),
-    ("intra", "maxnreg 168", {}, _default.intra_warps, 1, dict(maxnreg=168)),
+    ("intra", "default", {}, _default.intra_warps, 1, dict(maxnreg=_default.intra_maxnreg)),
+    ("intra", "no register cap", {}, _default.intra_warps, 1),
     ("intra", "8w, maxnreg 128", {}, 8, 1, dict(maxnreg=128)),
     ("intra", "8 warps", {}, 8, 1),
     ("segment", "default", dict(BV=_default.block_v), _default.state_warps, _default.segment_stages),
     ("segment", "1 stage", dict(BV=_default.block_v), _default.state_warps, 1),
     ("segment", "BV=32", dict(BV=32), _default.state_warps, _default.segment_stages),
     ("state", "default", dict(BV=_default.block_v), 4, _default.state_stages),
-    ("state", "2 stages", dict(BV=_default.block_v), 4, 2),
+    ("state", "1 stage", dict(BV=_default.block_v), 4, 1),
     ("state", "BV=32, 2 stages", dict(BV=32), 4, 2),
     ("carry", "default", dict(BV=_default.block_v), _default.state_warps, 1),
 ]
@@ -201,7 +200,9 @@ def main() -> None:
             compiled = triton.compile(
                 source,
                 target=TARGET,
-                options=dict(num_warps=warps, num_stages=stages, **(options or [{}])[0]),
+                options=dict(
+                    num_warps=warps, num_stages=stages, **{k: v for k, v in (options or [{}])[0].items() if v}
+                ),
             )
             tag = f"{name}-{label}".replace(" ", "").replace(",", "_").replace("=", "")
             regs, spills, cubin = _ptxas_info(compiled.asm["ptx"], workdir, tag)

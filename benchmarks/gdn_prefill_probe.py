@@ -150,18 +150,11 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
         T, N = inputs["q"].shape[0], len(inputs["state_indices"])
         cfg = chunk.launch_config(T, N, HV, V)
         total = calls_ms(lambda: chunk.prefill(**inputs))
-        a = [inputs[n] for n in ("q", "k", "g", "beta", "state_indices", "cu_seqlens", "scale")]
+        a = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
         intra = calls_ms(lambda: chunk._launch_intra(*a, cfg))
-        tbeta, _ = chunk._launch_intra(*a, cfg)
+        tbeta, gates = chunk._launch_intra(*a, cfg)
         pool0 = inputs["state_pool"].clone()
-        seg_args = (
-            inputs["k"],
-            inputs["g"],
-            inputs["v"],
-            tbeta,
-            inputs["state_pool"],
-            inputs["state_indices"],
-        )
+        seg_args = (inputs["k"], gates, inputs["v"], tbeta, inputs["state_pool"], inputs["state_indices"])
         segments = calls_ms(lambda: chunk._launch_segments(*seg_args, inputs["cu_seqlens"], cfg))
         inputs["state_pool"].copy_(pool0)
         return dict(config=cfg._asdict(), ms=total, intra_ms=intra, segment_ms=segments)

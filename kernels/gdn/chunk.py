@@ -2,16 +2,17 @@
 
 Up to three launches, no host synchronisation, so the call can be captured in a CUDA graph:
 
-1. ``_gdn_chunk_intra_kernel`` — fully parallel over (chunk, value head); everything in a chunk that does
-   not depend on the running state. With γ the within-chunk cumulative log-decay (fp32, reset each
-   chunk), E = exp(γ_i − γ_j) on and below the diagonal, and A the strictly lower matrix
-   ``β_i (k_i·k_j) E_ij``, it writes per token row and value head two rows of 64:
-       ``Tβ = (I + A)^{-1} diag(β)`` (the WY / UT form) and ``P = scale · (Q Kᵀ ⊙ E)``, zero above the diagonal.
+1. ``_gdn_chunk_intra_kernel`` — fully parallel over (chunk, value head); what in a chunk does not
+   depend on the running state and is too costly to redo per V tile. With γ the within-chunk cumulative
+   log-decay (reset each chunk), E = exp(γ_i − γ_j) on and below the diagonal, and A the strictly lower
+   matrix ``β_i (k_i·k_j) E_ij``, it writes per token row and value head a row of 64 of
+       ``Tβ = (I + A)^{-1} diag(β)`` (the WY / UT form)
+   and the fp32 gate sums (γ_i, γ_C − γ_i), so the passes never scan the gates themselves.
    The inverse: with D = I + (the 16×16 diagonal blocks of A), ``D^{-1} = (I−a)(I+a²)(I+a⁴)(I+a⁸)``
    (a^16 = 0) as batched 16×16 dots on the four blocks, and with N = D^{-1}(A − blocks), strictly
    block-lower so N⁴ = 0, ``(I + A)^{-1} = (I − N)(I + N²) D^{-1}`` — forward substitution by 16-blocks,
-   as dots. E is built from sums of same-sign g (a masked cumsum), never as a difference of two
-   chunk-long prefix sums, which would cancel catastrophically under strong decay (|γ| in the thousands).
+   as dots. γ is summed in fp64 and kept as an fp32 pair (hi, lo), so γ_i − γ_j is right to a rounding
+   of the difference, not of |γ| (thousands under strong decay, where fp32 prefix sums would cancel).
    The WY vectors themselves (w = Tβ (exp(γ)⊙K), u = Tβ V, 64×128 each) are never stored: the passes
    below apply Tβ to ``V − (exp(γ)⊙K) S`` instead, which reads a 64×64 Tβ where w and u took four
    times the bytes, at the price of one more 64×64×64 dot per chunk step.
@@ -29,22 +30,22 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    of several), or the first segment's end state carried through the (M, B) of the segments between.
    Per chunk, with S the K×BV state tile in fp32 registers:
        ``v_new = Tβ (V − (K⊙exp(γ)) S)``,  ``o = scale (Q⊙exp(γ)) S + P v_new``,
-       ``S ← exp(γ_C) S + (K⊙exp(γ_C − γ))ᵀ v_new``.
+       ``S ← exp(γ_C) S + (K⊙exp(γ_C − γ))ᵀ v_new``,
+   with ``P = scale (Q Kᵀ ⊙ E)`` made here from the Q and K tiles the step loads anyway: one more dot,
+   but no P to store and load, and the shared memory it would take lets two programs per SM pipeline
+   their loads.
    The output is fused into the state pass, so no per-chunk state is ever written to memory; a
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 (benchmarks/RESULTS.md). Side by side with the peers (23:30, the w/u form before
-this one): 0.32 / 1.16 / 4.54 ms on one sequence of 4k / 16k / 64k tokens (0.80–0.86× fla) and 1.60 ms
-on 16×2048 (1.35× fla). This form, timed against that one in one process (23:40, same inputs): 0.279 /
-1.006 / 3.946 / 1.295 ms, 1.07–1.22× faster, i.e. ≈ 0.91 / 0.95 / 0.99 / 1.67× fla's times of the 23:30
-run; FlashInfer's kernel is still 1.9–3.2× faster than ours. At 64k the intra launch takes 1.15 ms, the
-segment pass 1.37 and the state pass ≈ 1.4. The passes are bound by the latency of their chain of
-dots, not by bytes: the Tβ form loads 8 KB less per step than the w/u form but runs one more dot, and
-its passes got ≈ 5% slower (the whole gain came from the intra launch); their tile loads, ≈ 3 TB/s
-summed over the GPU, are ≈ 11 B per cycle per SM, far below what L2 serves. So the next gains are in
-fewer dot rounds per step (Q and K, or Q and w, stacked into one 128-row operand of the same dot with
-S), in the intra launch, and in the segment pass's M (K×K columns per split).
+Measured on the H200 (benchmarks/RESULTS.md): 0.262 / 0.932 / 3.60 ms on one sequence of 4k / 16k /
+64k tokens and 1.25 ms on 16×2048 (2026-11-30 00:50, against 0.278 / 1.002 / 3.92 / 1.29 for the
+previous form in the same process), ≈ 0.97 / 1.04 / 1.08 / 1.78× fla's times; FlashInfer's kernel is
+still 1.8–2.9× faster. An Nsight Compute profile of the previous form (16k tokens) shows why: every
+launch holds 8 warps per SM and issues an instruction every 5–11 cycles per scheduler. The intra
+launch is instruction-bound (3.1k instructions per warp, a third of them moving tf32 dot operands
+between register layouts for the 64×64 merge); the state pass waited on its global loads (35 % of
+its stall samples at one stage) and on the gate scans' shuffles (17 %), which are gone here.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -156,16 +157,31 @@ def _inv_unit_lower_blocks(a, PREC: tl.constexpr):
 
 
 @triton.jit
+def _cumsum_hi_lo(g, axis: tl.constexpr):
+    """The cumulative sum of fp32 gates along ``axis``, formed in fp64 and returned as fp32 (hi, lo) with
+    hi + lo exact to ~1e-14: a difference γ_i − γ_j taken as (hi_i − hi_j) + (lo_i − lo_j) is then right
+    to a rounding of the difference itself, not of |γ| (thousands under strong decay)."""
+    gam = tl.cumsum(g.to(tl.float64), axis)
+    hi = gam.to(tl.float32)
+    return hi, (gam - hi.to(tl.float64)).to(tl.float32), gam
+
+
+@triton.jit
+def _decay(hi, lo, rows_i, rows_j):
+    """E_ij = exp(γ_i − γ_j) for i ≥ j, else 0, from (hi, lo) gate sums of the rows."""
+    diff = (hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :])
+    return tl.where(rows_i[:, None] >= rows_j[None, :], tl.exp(tl.minimum(diff, 0.0)), 0.0)
+
+
+@triton.jit
 def _gdn_chunk_intra_kernel(
-    q,
     k,
     g,
     beta,
     state_indices,
     cu_seqlens,
     t_out,
-    p_out,
-    scale,
+    gates,
     N,
     H: tl.constexpr,
     HV: tl.constexpr,
@@ -196,15 +212,16 @@ def _gdn_chunk_intra_kernel(
     g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
     b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
 
-    strict = rows[:, None] > rows[None, :]
-    # E_ij = exp(Σ_{j<m≤i} g_m): a cumsum down the columns of [g_m if m > j].
-    decay = tl.where(
-        rows[:, None] >= rows[None, :], tl.exp(tl.cumsum(tl.where(strict, g_c[:, None], 0.0), 0)), 0.0
+    # The gate sums (γ_i, γ_C − γ_i) the passes read, formed in fp64 (masked rows add 0 to γ_C).
+    hi, lo, gam = _cumsum_hi_lo(g_c, 0)
+    tl.store(gates + (tok * HV + hv) * 2, hi, mask=ok)
+    tl.store(gates + (tok * HV + hv) * 2 + 1, (tl.sum(g_c.to(tl.float64), 0) - gam).to(tl.float32), mask=ok)
+    decay = _decay(hi, lo, rows, rows)
+    a = tl.where(
+        rows[:, None] > rows[None, :],
+        tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC) * (b_c[:, None] * decay),
+        0.0,
     )
-    a = tl.where(strict, tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC) * (b_c[:, None] * decay), 0.0)
-    q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
-    p_c = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * (scale * decay)
-    _store_rows(p_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, p_c)
 
     # (I + A)^{-1} = (I − N)(I + N²) D^{-1}, D = I + the diagonal blocks of A, N = D^{-1}(A − blocks).
     diag_block = (rows[:, None] // 16) == (rows[None, :] // 16)
@@ -217,12 +234,13 @@ def _gdn_chunk_intra_kernel(
 
 
 @triton.jit
-def _chunk_gates(g, tok, ok, hv, HV: tl.constexpr):
-    """(γ, exp(γ_C − γ_i) as exp(Σ_{m>i} g_m), exp(γ_C)) of one chunk; no difference of prefix sums."""
-    g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
-    gam = tl.cumsum(g_c, 0)
-    to_end = tl.exp(tl.cumsum(g_c, 0, reverse=True) - g_c)
-    return gam, to_end, tl.exp(tl.sum(g_c, 0))
+def _chunk_gates(gates, tok0, tok, ok, hv, HV: tl.constexpr):
+    """(γ, exp(γ_C − γ_i), exp(γ_C)) of one chunk, from the gate sums the intra launch wrote."""
+    row = (tok * HV + hv) * 2
+    gam = tl.load(gates + row, mask=ok, other=0.0)
+    to_end = tl.exp(tl.load(gates + row + 1, mask=ok, other=0.0))
+    first = (tok0 * HV + hv) * 2  # γ_C = γ_0 + (γ_C − γ_0), both sums of same-sign gates
+    return gam, to_end, tl.exp(tl.load(gates + first) + tl.load(gates + first + 1))
 
 
 @triton.jit
@@ -252,7 +270,7 @@ def _advance(state, state_op, k_c, t_beta, v_c, gam, to_end, chunk_decay, dt, IN
 @triton.jit
 def _gdn_chunk_segment_kernel(
     k,
-    g,
+    gates,
     v,
     tbeta,
     state_pool,
@@ -307,7 +325,7 @@ def _gdn_chunk_segment_kernel(
     for c in range(c_lo, c_lo + seg_chunks):
         tok = bos + tl.cast(c, tl.int64) * BT + rows
         ok = tok < eos
-        gam, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
+        gam, to_end, chunk_decay = _chunk_gates(gates, bos + tl.cast(c, tl.int64) * BT, tok, ok, hv, HV)
         k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
         t_c = _load_rows(tbeta + hv * BT, tok, ok, HV * BT, rows, rows < BT)
         v_c = _load_rows(v + hv * V, tok, ok & (i_c < NV), HV * V, cols, mask_c)  # M: V = 0
@@ -386,9 +404,8 @@ def _gdn_chunk_state_kernel(
     q,
     k,
     v,
-    g,
+    gates,
     tbeta,
-    pmat,
     o,
     state_pool,
     state_indices,
@@ -451,12 +468,18 @@ def _gdn_chunk_state_kernel(
     for c in range(c_lo, c_hi):
         tok = bos + tl.cast(c, tl.int64) * BT + rows
         ok = tok < eos
-        gam, to_end, chunk_decay = _chunk_gates(g, tok, ok, hv, HV)
+        gam, to_end, chunk_decay = _chunk_gates(gates, bos + tl.cast(c, tl.int64) * BT, tok, ok, hv, HV)
         q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
         k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
         t_c = _load_rows(tbeta + hv * BT, tok, ok, HV * BT, rows, rows < BT)
         v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
-        p_c = _load_rows(pmat + hv * BT, tok, ok, HV * BT, rows, rows < BT)
+        # P = scale (Q Kᵀ ⊙ E) from the tiles loaded anyway: cheaper than a stored P's bytes and shared
+        # memory (it lets two programs per SM pipeline their loads). E from the correctly rounded γ
+        # alone: the difference of two such sums is off by ~|γ|·1e-7, within the fp32 tests' bound.
+        decay = tl.where(
+            rows[:, None] >= rows[None, :], tl.exp(tl.minimum(gam[:, None] - gam[None, :], 0.0)), 0.0
+        )
+        p_c = (tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * (scale * decay)).to(dt)
 
         # scale (Q⊙exp(γ)) S as a row scale of Q S, so Q feeds the dot straight from its load.
         state_op = state.to(dt)
@@ -482,30 +505,32 @@ class LaunchConfig(NamedTuple):
     # are its limit), so it always pipelines its loads (64k tokens: 4.26 ms against 4.54 at one stage,
     # two runs).
     segment_stages: int = 2
-    # A register cap for the intra launch (Triton's ``maxnreg``): at 219 registers it holds 2 programs per
-    # SM; 168 gives 3 (200 B of spills), 128 at 8 warps gives 2 of 8 warps. None (no cap) until timed.
+    # A register cap for the intra launch (Triton's ``maxnreg``): 168 of its 172 registers, no spills,
+    # and three programs per SM instead of two (gdn_kernel_resources.py). None: no cap.
     intra_maxnreg: int | None = None
 
 
-_PROGRAMS_PER_SM = 2  # state-pass programs one SM holds at one stage (registers: 255 per thread)
+_PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
 
 
 def launch_config(
     num_tokens: int, num_seqs: int, num_v_heads: int, v_dim: int, *, interpret: bool = _INTERPRET
 ) -> LaunchConfig:
-    """Measured on the H200 (2026-11-29 23:20, ``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes, the
-    w/u form of the passes before the Tβ one):
+    """Measured on the H200 (``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes):
 
     - V tile 64. Triton 3.6 on sm_90 miscompiles the state pass at BV = 32 with one stage (outputs off
-      by 89 % rel RMSE); at two stages BV = 32 was right and ≤ 10 % faster on one sequence, not worth
-      a known-fragile path.
+      by 89 % rel RMSE, 2026-11-29); at two stages BV = 32 was right and ≤ 10 % faster on one
+      sequence, not worth a known-fragile path.
     - A long sequence is cut into ``2·SMs // tiles`` segments (4 at HV = 32, V = 128), so the state
       pass fills the GPU in one wave at two programs per SM: 4.52 ms at 64k tokens, against 4.62 with
-      five segments carried inside the state pass and 4.92 unsplit; never shorter than four chunks.
-    - One pipelining stage when the state pass has more programs than the GPU has SMs (a second program
-      per SM hides the latency: 16×2048 1.58 ms against 1.77), two when it has fewer (64 programs
-      unsplit at 64k: 3.3 ms against 4.7 for the state pass). Counted on the grid, an upper bound.
-    - The intra launch runs on 4 warps (8: 1.8× slower)."""
+      five segments carried inside the state pass and 4.92 unsplit (2026-11-29, an earlier form);
+      never shorter than four chunks.
+    - Two pipelining stages in the state pass: with P made in the pass, two programs per SM still fit
+      (105 KiB of shared memory each). 2026-11-30: this form (gate sums from the intra launch, P in the
+      pass, two stages, the intra register cap) 3–8 % faster than the previous one at one stage.
+    - The intra launch runs on 4 warps (8: 1.8× slower), capped at 168 registers (3 programs per SM).
+
+    ``num_seqs`` does not enter the present rule (a batch of short sequences is never split anyway)."""
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
     block_v = 64
@@ -513,8 +538,7 @@ def launch_config(
     slots = _PROGRAMS_PER_SM * _SM_COUNT_HINT
     segments = max(1, slots // tiles)
     seg_chunks = max(4, triton.cdiv(triton.cdiv(num_tokens, CHUNK), segments))
-    programs = tiles * (num_tokens // (CHUNK * seg_chunks) + num_seqs)  # the state pass's grid
-    return LaunchConfig(block_v, 4, 1 if programs > _SM_COUNT_HINT else 2, 4, seg_chunks)
+    return LaunchConfig(block_v, 4, 2, 4, seg_chunks, intra_maxnreg=168)
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: float) -> torch.Tensor:
@@ -528,11 +552,11 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     g, beta = g.contiguous(), beta.contiguous()
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
     config = launch_config(T, N, v.shape[1], v.shape[2])
-    tbeta, pmat = _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config)
-    affine, start = _launch_segments(k, g, v, tbeta, state_pool, state_indices, cu_seqlens, config)
+    tbeta, gates = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
+    affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, cu_seqlens, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
     _launch_state(
-        q, k, v, g, tbeta, pmat, o, state_pool, state_indices, cu_seqlens, start, carry, scale, config
+        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, start, carry, scale, config
     )
     return o
 
@@ -563,33 +587,32 @@ def _common(q, num_v_heads, state_indices):
     )
 
 
-def _launch_intra(q, k, g, beta, state_indices, cu_seqlens, scale, config):
-    """Launch 1: Tβ and P, a row of 64 per token and value head, in the input dtype."""
+def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
+    """Launch 1: Tβ and P, a row of 64 per token and value head, in the input dtype, and the fp32 gate
+    sums (γ_i, γ_C − γ_i) of every token and value head."""
     T, HV = g.shape
     N = state_indices.shape[0]
-    tbeta = _empty((T, HV, CHUNK), q.dtype, q.device)
-    pmat = _empty((T, HV, CHUNK), q.dtype, q.device)
+    tbeta = _empty((T, HV, CHUNK), k.dtype, k.device)
+    gates = _empty((T, HV, 2), torch.float32, k.device)
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
-        q,
         k,
         g,
         beta,
         state_indices,
         cu_seqlens,
         tbeta,
-        pmat,
-        float(scale),
+        gates,
         N,
-        PREC=_solve_precision(q.dtype),
+        PREC=_solve_precision(k.dtype),
         num_warps=config.intra_warps,
         **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
-        **_common(q, HV, state_indices),
+        **_common(k, HV, state_indices),
     )
-    return tbeta, pmat
+    return tbeta, gates
 
 
-def _launch_segments(k, g, v, tbeta, state_pool, state_indices, cu_seqlens, config):
+def _launch_segments(k, gates, v, tbeta, state_pool, state_indices, cu_seqlens, config):
     """Launch 2 (only if some sequence can be longer than one segment): (M, B) of every segment that
     is not its sequence's last — at most T // (64·seg_chunks) of them — and the first segments' states."""
     T, HV, V = v.shape
@@ -603,7 +626,7 @@ def _launch_segments(k, g, v, tbeta, state_pool, state_indices, cu_seqlens, conf
     grid = (triton.cdiv(V, config.block_v) + triton.cdiv(K, config.block_v), HV, non_last)
     _gdn_chunk_segment_kernel[grid](
         k,
-        g,
+        gates,
         v,
         tbeta,
         state_pool,
@@ -655,7 +678,7 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
 
 
 def _launch_state(
-    q, k, v, g, tbeta, pmat, o, state_pool, state_indices, cu_seqlens, start, carry, scale, config
+    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, start, carry, scale, config
 ):
     """Launch 3: the state pass over every segment with the output fused in; updates the pool in place."""
     T, HV, V = v.shape
@@ -667,9 +690,8 @@ def _launch_state(
         q,
         k,
         v,
-        g,
+        gates,
         tbeta,
-        pmat,
         o,
         state_pool,
         state_indices,
