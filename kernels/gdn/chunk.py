@@ -38,14 +38,15 @@ Up to three launches, no host synchronisation, so the call can be captured in a 
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 (benchmarks/RESULTS.md): 0.262 / 0.932 / 3.60 ms on one sequence of 4k / 16k /
-64k tokens and 1.25 ms on 16×2048 (2026-11-30 00:50, against 0.278 / 1.002 / 3.92 / 1.29 for the
-previous form in the same process), ≈ 0.97 / 1.04 / 1.08 / 1.78× fla's times; FlashInfer's kernel is
-still 1.8–2.9× faster. An Nsight Compute profile of the previous form (16k tokens) shows why: every
-launch holds 8 warps per SM and issues an instruction every 5–11 cycles per scheduler. The intra
-launch is instruction-bound (3.1k instructions per warp, a third of them moving tf32 dot operands
-between register layouts for the 64×64 merge); the state pass waited on its global loads (35 % of
-its stall samples at one stage) and on the gate scans' shuffles (17 %), which are gone here.
+Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 00:50): 0.264 /
+0.942 / 3.61 ms on one sequence of 4k / 16k / 64k tokens and 1.25 ms on 16×2048, 0.95 / 1.02 / 1.08 /
+1.73× fla (the previous form, in one process with this one: 0.278 / 1.002 / 3.92 / 1.29); FlashInfer's
+kernel is still 1.8–3.1× faster. Nsight Compute (16k tokens, RESULTS.md): every launch holds 8–12
+warps per SM and issues an instruction every 5–11 cycles per scheduler. In the previous form the intra
+launch was instruction-bound (3.1k instructions per warp, a third of them moving tf32 dot operands
+between register layouts for the 64×64 merge) and the state pass waited on its unpipelined global loads
+(35 % of its stall samples) and on per-step gate scans (17 %); in this one the state pass issues twice
+the instructions (P, per V tile) at 1.7× the rate.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
