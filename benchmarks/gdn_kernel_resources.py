@@ -69,18 +69,47 @@ KERNELS = {
     ),
     "intra": (
         chunk._gdn_chunk_intra_kernel,
-        dict(k=BF16, g=F32, beta=F32, state_indices=I32, cu_seqlens=I32, t_out=BF16, gates=F32, N="i32"),
+        dict(
+            k=BF16,
+            g=F32,
+            beta=F32,
+            state_indices=I32,
+            cu_seqlens=I32,
+            t_out=BF16,
+            gates=F32,
+            n_tokens="i32",
+            N="i32",
+        ),
         dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None),
     ),
     "segment": (
         chunk._gdn_chunk_segment_kernel,
-        dict(k=BF16, gates=F32, v=BF16, tbeta=BF16, state_pool=F32, state_indices=I32, cu_seqlens=I32)
+        dict(
+            k=BF16,
+            gates=F32,
+            n_tokens="i32",
+            v=BF16,
+            tbeta=BF16,
+            state_pool=F32,
+            state_indices=I32,
+            cu_seqlens=I32,
+        )
         | dict(affine=F32, start=F32, pool_slot_stride=I64, seg_chunks="i32", N="i32"),
         SHAPES | dict(BN=2, IN_PREC=None),
     ),
     "state": (
         chunk._gdn_chunk_state_kernel,
-        dict(q=BF16, k=BF16, v=BF16, gates=F32, tbeta=BF16, o=BF16, state_pool=F32, state_indices=I32)
+        dict(
+            q=BF16,
+            k=BF16,
+            v=BF16,
+            gates=F32,
+            n_tokens="i32",
+            tbeta=BF16,
+            o=BF16,
+            state_pool=F32,
+            state_indices=I32,
+        )
         | dict(cu_seqlens=I32, start=F32, carry=F32, pool_slot_stride=I64, scale="fp32")
         | dict(seg_chunks="i32", N="i32"),
         SHAPES | dict(BN=2, IN_PREC=None),

@@ -46,7 +46,8 @@ warps per SM and issues an instruction every 5–11 cycles per scheduler. In the
 launch was instruction-bound (3.1k instructions per warp, a third of them moving tf32 dot operands
 between register layouts for the 64×64 merge) and the state pass waited on its unpipelined global loads
 (35 % of its stall samples) and on per-step gate scans (17 %); in this one the state pass issues twice
-the instructions (P, per V tile) at 1.7× the rate.
+the instructions (P, per V tile) at 1.7× the rate. Since that run the gate sums are stored [2, HV, T]
+and the segment pass loads them a step ahead (RESULTS.md, 01:30: the layout alone 0–2.5 % faster).
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -183,6 +184,7 @@ def _gdn_chunk_intra_kernel(
     cu_seqlens,
     t_out,
     gates,
+    n_tokens,
     N,
     H: tl.constexpr,
     HV: tl.constexpr,
@@ -215,8 +217,11 @@ def _gdn_chunk_intra_kernel(
 
     # The gate sums (γ_i, γ_C − γ_i) the passes read, formed in fp64 (masked rows add 0 to γ_C).
     hi, lo, gam = _cumsum_hi_lo(g_c, 0)
-    tl.store(gates + (tok * HV + hv) * 2, hi, mask=ok)
-    tl.store(gates + (tok * HV + hv) * 2 + 1, (tl.sum(g_c.to(tl.float64), 0) - gam).to(tl.float32), mask=ok)
+    # gates is [2, HV, T], so a chunk's sums are contiguous for the passes' loads
+    rows_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens + tok
+    tl.store(rows_of_hv, hi, mask=ok)
+    after = (tl.sum(g_c.to(tl.float64), 0) - gam).to(tl.float32)
+    tl.store(rows_of_hv + tl.cast(n_tokens, tl.int64) * HV, after, mask=ok)
     decay = _decay(hi, lo, rows, rows)
     a = tl.where(
         rows[:, None] > rows[None, :],
@@ -235,13 +240,22 @@ def _gdn_chunk_intra_kernel(
 
 
 @triton.jit
-def _chunk_gates(gates, tok0, tok, ok, hv, HV: tl.constexpr):
-    """(γ, exp(γ_C − γ_i), exp(γ_C)) of one chunk, from the gate sums the intra launch wrote."""
-    row = (tok * HV + hv) * 2
-    gam = tl.load(gates + row, mask=ok, other=0.0)
-    to_end = tl.exp(tl.load(gates + row + 1, mask=ok, other=0.0))
-    first = (tok0 * HV + hv) * 2  # γ_C = γ_0 + (γ_C − γ_0), both sums of same-sign gates
-    return gam, to_end, tl.exp(tl.load(gates + first) + tl.load(gates + first + 1))
+def _chunk_gates(gates, n_tokens, hv, HV: tl.constexpr, bos, eos, c, rows):
+    """(γ, exp(γ_C − γ_i), exp(γ_C)) of chunk ``c`` of a sequence, from the gate sums the intra launch
+    wrote ([2, HV, T]: contiguous loads); zero past the sequence's end. Triton pipelines only the loads
+    that feed dots, so these wait on memory where they are issued (Nsight Compute: the largest stall
+    of the passes); the segment pass asks for the next chunk's a step ahead."""
+    tok0 = bos + tl.cast(c, tl.int64) * 64
+    tok = tok0 + rows
+    ok = tok < eos
+    gam_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens
+    after_of_hv = gam_of_hv + tl.cast(n_tokens, tl.int64) * HV
+    gam = tl.load(gam_of_hv + tok, mask=ok, other=0.0)
+    to_end = tl.exp(tl.load(after_of_hv + tok, mask=ok, other=0.0))
+    # γ_C = γ_0 + (γ_C − γ_0), both sums of same-sign gates
+    total = tl.load(gam_of_hv + tok0, mask=tok0 < eos, other=0.0)
+    total += tl.load(after_of_hv + tok0, mask=tok0 < eos, other=0.0)
+    return gam, to_end, tl.exp(total)
 
 
 @triton.jit
@@ -272,6 +286,7 @@ def _advance(state, state_op, k_c, t_beta, v_c, gam, to_end, chunk_decay, dt, IN
 def _gdn_chunk_segment_kernel(
     k,
     gates,
+    n_tokens,
     v,
     tbeta,
     state_pool,
@@ -323,10 +338,14 @@ def _gdn_chunk_segment_kernel(
     dt = k.dtype.element_ty
     rows = tl.arange(0, BT)
     c_lo = j * seg_chunks
+    gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c_lo, rows)
     for c in range(c_lo, c_lo + seg_chunks):
         tok = bos + tl.cast(c, tl.int64) * BT + rows
         ok = tok < eos
-        gam, to_end, chunk_decay = _chunk_gates(gates, bos + tl.cast(c, tl.int64) * BT, tok, ok, hv, HV)
+        gam, to_end, chunk_decay = gam_next, to_end_next, decay_next
+        # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
+        # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe).
+        gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c + 1, rows)
         k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
         t_c = _load_rows(tbeta + hv * BT, tok, ok, HV * BT, rows, rows < BT)
         v_c = _load_rows(v + hv * V, tok, ok & (i_c < NV), HV * V, cols, mask_c)  # M: V = 0
@@ -406,6 +425,7 @@ def _gdn_chunk_state_kernel(
     k,
     v,
     gates,
+    n_tokens,
     tbeta,
     o,
     state_pool,
@@ -469,7 +489,9 @@ def _gdn_chunk_state_kernel(
     for c in range(c_lo, c_hi):
         tok = bos + tl.cast(c, tl.int64) * BT + rows
         ok = tok < eos
-        gam, to_end, chunk_decay = _chunk_gates(gates, bos + tl.cast(c, tl.int64) * BT, tok, ok, hv, HV)
+        # Not a step ahead as in the segment pass: here that pushed the spills from 568 to 668 bytes and
+        # made the prefill slower (H200, 2026-11-30 01:30, 3.81 ms at 64k tokens against 3.54).
+        gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows)
         q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
         k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
         t_c = _load_rows(tbeta + hv * BT, tok, ok, HV * BT, rows, rows < BT)
@@ -594,7 +616,7 @@ def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta = _empty((T, HV, CHUNK), k.dtype, k.device)
-    gates = _empty((T, HV, 2), torch.float32, k.device)
+    gates = _empty((2, HV, T), torch.float32, k.device)
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
         k,
@@ -604,6 +626,7 @@ def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
         cu_seqlens,
         tbeta,
         gates,
+        T,
         N,
         PREC=_solve_precision(k.dtype),
         num_warps=config.intra_warps,
@@ -628,6 +651,7 @@ def _launch_segments(k, gates, v, tbeta, state_pool, state_indices, cu_seqlens, 
     _gdn_chunk_segment_kernel[grid](
         k,
         gates,
+        T,
         v,
         tbeta,
         state_pool,
@@ -692,6 +716,7 @@ def _launch_state(
         k,
         v,
         gates,
+        T,
         tbeta,
         o,
         state_pool,

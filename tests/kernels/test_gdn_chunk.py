@@ -152,8 +152,8 @@ def test_the_intra_launch_writes_the_ut_inverse_and_the_gate_sums():
                 t_beta = torch.linalg.inv(torch.eye(n, dtype=a.dtype) + a) * b[None, :]
                 assert torch.allclose(tbeta[rows, hv, :n].double(), t_beta, rtol=1e-5, atol=1e-6)
                 assert not tbeta[rows, hv, n:].any()
-                assert torch.allclose(gates[rows, hv, 0].double(), gam, rtol=1e-6, atol=1e-6)
-                assert torch.allclose(gates[rows, hv, 1].double(), gam[-1] - gam, rtol=1e-6, atol=1e-6)
+                assert torch.allclose(gates[0, hv, rows].double(), gam, rtol=1e-6, atol=1e-6)
+                assert torch.allclose(gates[1, hv, rows].double(), gam[-1] - gam, rtol=1e-6, atol=1e-6)
 
 
 def test_fp16_inputs_match_the_reference_within_fp16_rounding():
