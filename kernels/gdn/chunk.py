@@ -47,7 +47,7 @@ launch was instruction-bound (3.1k instructions per warp, a third of them moving
 between register layouts for the 64×64 merge) and the state pass waited on its unpipelined global loads
 (35 % of its stall samples) and on per-step gate scans (17 %); in this one the state pass issues twice
 the instructions (P, per V tile) at 1.7× the rate. Since that run the gate sums are stored [2, HV, T]
-and the segment pass loads them a step ahead (RESULTS.md, 01:30: the layout alone 0–2.5 % faster).
+and the segment pass loads them a step ahead (RESULTS.md, 01:07: the layout alone 0–2.5 % faster).
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -490,7 +490,7 @@ def _gdn_chunk_state_kernel(
         tok = bos + tl.cast(c, tl.int64) * BT + rows
         ok = tok < eos
         # Not a step ahead as in the segment pass: here that pushed the spills from 568 to 668 bytes and
-        # made the prefill slower (H200, 2026-11-30 01:30, 3.81 ms at 64k tokens against 3.54).
+        # made the prefill slower (H200, 2026-11-30 01:07, 3.81 ms at 64k tokens against 3.54).
         gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows)
         q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
         k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
