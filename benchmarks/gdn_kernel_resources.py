@@ -1,13 +1,16 @@
 """What our GDN Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state] [--sass DIR]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state] [--sass DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
 each kernel at Qwen3-Next shapes (H=16, HV=32, K=V=128, bf16 q/k/v) and each configuration in
 ``VARIANTS`` (the defaults first), it prints the registers per thread, the spill bytes, the shared
 memory per program, how many programs fit on one H200 SM and what limits them, and the counts of
-warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS.
+warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS, and the instructions of
+its longest loop (a pass's chunk step: what one step issues per warp). ``--lines N`` also lists the N
+source lines with the most instructions in that loop (or in the whole kernel if it has none), read
+from the line table Triton leaves in the binary: where a step's instructions come from.
 
 Use it before spending GPU time: a variant that spills or fits one program per SM is known before it
 is timed. ``--sass DIR`` writes each kernel's SASS and prints a hash of it with names and line info
@@ -26,6 +29,7 @@ import re
 import subprocess
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 os.environ.pop("TRITON_INTERPRET", None)  # compile for the GPU even under the test configuration
@@ -168,6 +172,52 @@ def _ptxas_info(ptx: str, workdir: Path, name: str) -> tuple[int, int, Path]:
     return regs, spills, cubin
 
 
+def _listing(cubin: Path) -> list[tuple[int, str, tuple[str, int] | None]]:
+    """(address, opcode, (file, line) or None) of every SASS instruction, from ``nvdisasm -g``; branch
+    targets as addresses in place of labels (the opcode field keeps them: ``BRA@<address>``)."""
+    text = subprocess.run(
+        [BIN / "nvdisasm", "-g", "-c", cubin], capture_output=True, text=True, check=True
+    ).stdout
+    rows, labels, pending, where = [], {}, [], None
+    for line in text.splitlines():
+        if m := re.search(r'//## File "([^"]+)", line (\d+)', line):
+            where = (Path(m.group(1)).name, int(m.group(2)))
+        elif m := re.match(r"\s*(\.L_x_\d+):", line):
+            pending.append(m.group(1))
+        elif m := re.match(r"\s*/\*([0-9a-f]{4,})\*/\s*(?:@!?U?P\w+\s+)?([A-Z0-9_]+)(.*)", line):
+            addr = int(m.group(1), 16)
+            labels.update((label, addr) for label in pending)
+            pending = []
+            target = re.search(r"(\.L_x_\d+)", m.group(3)) if m.group(2) == "BRA" else None
+            rows.append((addr, m.group(2) + (f"@{target.group(1)}" if target else ""), where))
+    return [
+        (a, op.split("@")[0] + (f"@{labels.get(op.split('@')[1], -1)}" if "@" in op else ""), w)
+        for a, op, w in rows
+    ]
+
+
+def _longest_loop(listing):
+    """The instructions of the longest loop (from a backward branch's target to the branch), or []."""
+    loops = [
+        (int(op.split("@")[1]), a) for a, op, _ in listing if "@" in op and 0 <= int(op.split("@")[1]) < a
+    ]
+    if not loops:
+        return []
+    lo, hi = max(loops, key=lambda span: span[1] - span[0])
+    return [row for row in listing if lo <= row[0] <= hi]
+
+
+def _print_lines(rows, top: int, scope: str) -> None:
+    """The ``top`` source lines with the most SASS instructions among ``rows``, with the line's text."""
+    counts = Counter(where for _, _, where in rows if where)
+    for (file, line), n in counts.most_common(top):
+        path = next(
+            (p for p in (Path(chunk.__file__), Path(fused_recurrent.__file__)) if p.name == file), None
+        )
+        text = path.read_text().splitlines()[line - 1].strip() if path else ""
+        print(f"    {n:5d} of the {scope}'s {len(rows):5d}  {file}:{line}  {text[:90]}")
+
+
 def _programs_per_sm(regs: int, shared: int, warps: int) -> tuple[int, str]:
     """How many programs of this kernel fit on one SM, and the resource that limits them."""
     regs_per_warp = -(-regs * 32 // 256) * 256  # allocated per warp in units of 256
@@ -196,12 +246,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(KERNELS), help="comma-separated kernels")
     parser.add_argument("--sass", type=Path, help="folder to write each kernel's SASS into")
+    parser.add_argument(
+        "--lines", type=int, default=0, help="list the N source lines with most loop instructions"
+    )
     args = parser.parse_args()
     wanted = args.only.split(",")
     unknown = sorted(set(wanted) - set(KERNELS))
     if unknown:
         parser.error(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(KERNELS)}")
-    missing = [tool for tool in ("ptxas", "cuobjdump") if not (BIN / tool).exists()]
+    missing = [tool for tool in ("ptxas", "cuobjdump", "nvdisasm") if not (BIN / tool).exists()]
     if missing:
         sys.exit(
             f"this Triton ({triton.__version__}) has no CUDA backend tools ({', '.join(missing)} not in {BIN})"
@@ -209,7 +262,7 @@ def main() -> None:
     print(f"triton {triton.__version__}, target sm_90a; Qwen3-Next shapes H={H} HV={HV} K={K} V={V}, bf16")
     print(
         f"{'kernel':8s} {'variant':15s} {'warps':>5s} {'stages':>6s} {'regs':>4s} {'spill B':>7s} "
-        f"{'smem KiB':>8s} {'per SM':>6s}  {'limited by':13s} {'HGMMA':>5s} {'LDL+STL':>7s} {'BAR':>4s}  sass"
+        f"{'smem KiB':>8s} {'per SM':>6s}  {'limited by':13s} {'HGMMA':>5s} {'LDL+STL':>7s} {'BAR':>4s} {'loop':>5s}  sass"
     )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -244,11 +297,15 @@ def main() -> None:
             mma, local, bars = (
                 len(re.findall(p, sass)) for p in (r"HGMMA", r"\b(?:LDL|STL)\b", r"BAR\.SYNC")
             )
+            listing = _listing(cubin)
+            loop = _longest_loop(listing)
             print(
                 f"{name:8s} {label:15s} {warps:5d} {stages:6d} {regs:4d} {spills:7d} {shared / 1024:8.1f} "
-                f"{fit:6d}  {limit:13s} {mma:5d} {local:7d} {bars:4d}  {_sass_hash(sass)}",
+                f"{fit:6d}  {limit:13s} {mma:5d} {local:7d} {bars:4d} {len(loop) or '-':>5}  {_sass_hash(sass)}",
                 flush=True,
             )
+            if args.lines:
+                _print_lines(loop or listing, args.lines, "loop" if loop else "kernel")
             if args.sass:
                 args.sass.mkdir(parents=True, exist_ok=True)
                 (args.sass / f"{tag}.sass").write_text(sass)

@@ -52,3 +52,17 @@ def test_an_unknown_kernel_is_refused_with_the_known_names():
     done = _run(str(TOOL), "--only", "decode,nope")
     assert done.returncode == 2
     assert "unknown kernel(s) nope" in done.stderr and "decode" in done.stderr
+
+
+def test_lines_names_the_source_lines_that_issue_the_most_instructions():
+    # decode has no loop left after unrolling: the lines are counted over the whole kernel, and the
+    # kernel's own file shows up with the text of its lines (Triton's library lines have no text here).
+    done = _run(str(TOOL), "--only", "decode", "--lines", "3")
+    assert done.returncode == 0, done.stderr
+    row = next(line.split() for line in done.stdout.splitlines() if line.startswith("decode"))
+    assert row[-2] == "-"  # the loop column
+    listed = [line for line in done.stdout.splitlines() if "of the kernel's" in line]
+    assert len(listed) == 3
+    counts = [int(line.split()[0]) for line in listed]
+    assert counts == sorted(counts, reverse=True) and all(n > 0 for n in counts)
+    assert any("fused_recurrent.py:" in line and "tl." in line for line in listed)
