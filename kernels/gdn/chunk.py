@@ -169,10 +169,10 @@ def _cumsum_hi_lo(g, axis: tl.constexpr):
 
 
 @triton.jit
-def _decay(hi, lo, rows_i, rows_j):
-    """E_ij = exp(γ_i − γ_j) for i ≥ j, else 0, from (hi, lo) gate sums of the rows."""
+def _decay(hi, lo, rows):
+    """E_ij = exp(γ_i − γ_j) for i ≥ j, else 0, from the (hi, lo) gate sums of a chunk's rows."""
     diff = (hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :])
-    return tl.where(rows_i[:, None] >= rows_j[None, :], tl.exp(tl.minimum(diff, 0.0)), 0.0)
+    return tl.where(rows[:, None] >= rows[None, :], tl.exp(tl.minimum(diff, 0.0)), 0.0)
 
 
 @triton.jit
@@ -222,7 +222,7 @@ def _gdn_chunk_intra_kernel(
     tl.store(rows_of_hv, hi, mask=ok)
     after = (tl.sum(g_c.to(tl.float64), 0) - gam).to(tl.float32)
     tl.store(rows_of_hv + tl.cast(n_tokens, tl.int64) * HV, after, mask=ok)
-    decay = _decay(hi, lo, rows, rows)
+    decay = _decay(hi, lo, rows)
     a = tl.where(
         rows[:, None] > rows[None, :],
         tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC) * (b_c[:, None] * decay),
@@ -528,8 +528,9 @@ class LaunchConfig(NamedTuple):
     # are its limit), so it always pipelines its loads (64k tokens: 4.26 ms against 4.54 at one stage,
     # two runs).
     segment_stages: int = 2
-    # A register cap for the intra launch (Triton's ``maxnreg``): 168 of its 172 registers, no spills,
-    # and three programs per SM instead of two (gdn_kernel_resources.py). None: no cap.
+    # A register cap for the intra launch (Triton's ``maxnreg``): it needs 168–172 registers, depending
+    # on the code around it; capped at 168 it holds three programs per SM, not two, with no spills
+    # (gdn_kernel_resources.py). None: no cap.
     intra_maxnreg: int | None = None
 
 
@@ -542,8 +543,8 @@ def launch_config(
     """Measured on the H200 (``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes):
 
     - V tile 64. Triton 3.6 on sm_90 miscompiles the state pass at BV = 32 with one stage (outputs off
-      by 89 % rel RMSE, 2026-11-29); at two stages BV = 32 was right and ≤ 10 % faster on one
-      sequence, not worth a known-fragile path.
+      by 89 % rel RMSE, 2026-11-29); at two stages BV = 32 is right but slower in the present form
+      (2026-11-30: 4.10 against 3.61 ms at 64k tokens, 1.42 against 1.25 on 16×2048).
     - A long sequence is cut into ``2·SMs // tiles`` segments (4 at HV = 32, V = 128), so the state
       pass fills the GPU in one wave at two programs per SM: 4.52 ms at 64k tokens, against 4.62 with
       five segments carried inside the state pass and 4.92 unsplit (2026-11-29, an earlier form);
