@@ -1,6 +1,6 @@
 """Chunked Gated DeltaNet prefill in Triton (our own kernels; math in reference/kernels.md §1.1, §2.2).
 
-Up to three launches, no host synchronisation, so the call can be captured in a CUDA graph:
+Up to four launches, no host synchronisation, so the call can be captured in a CUDA graph:
 
 1. ``_gdn_chunk_intra_kernel`` — fully parallel over (chunk, value head); what in a chunk does not
    depend on the running state and is too costly to redo per V tile. With γ the within-chunk cumulative
@@ -159,20 +159,25 @@ def _inv_unit_lower_blocks(a, PREC: tl.constexpr):
 
 
 @triton.jit
-def _cumsum_hi_lo(g, axis: tl.constexpr):
-    """The cumulative sum of fp32 gates along ``axis``, formed in fp64 and returned as fp32 (hi, lo) with
+def _cumsum_hi_lo(g):
+    """The cumulative sum of a chunk's fp32 gates, formed in fp64 and returned as fp32 (hi, lo) with
     hi + lo exact to ~1e-14: a difference γ_i − γ_j taken as (hi_i − hi_j) + (lo_i − lo_j) is then right
     to a rounding of the difference itself, not of |γ| (thousands under strong decay)."""
-    gam = tl.cumsum(g.to(tl.float64), axis)
+    gam = tl.cumsum(g.to(tl.float64), 0)
     hi = gam.to(tl.float32)
     return hi, (gam - hi.to(tl.float64)).to(tl.float32), gam
 
 
 @triton.jit
+def _causal_exp(diff, rows):
+    """exp(diff_ij) on and below the diagonal, 0 above (where diff > 0 could overflow)."""
+    return tl.where(rows[:, None] >= rows[None, :], tl.exp(tl.minimum(diff, 0.0)), 0.0)
+
+
+@triton.jit
 def _decay(hi, lo, rows):
     """E_ij = exp(γ_i − γ_j) for i ≥ j, else 0, from the (hi, lo) gate sums of a chunk's rows."""
-    diff = (hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :])
-    return tl.where(rows[:, None] >= rows[None, :], tl.exp(tl.minimum(diff, 0.0)), 0.0)
+    return _causal_exp((hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :]), rows)
 
 
 @triton.jit
@@ -207,8 +212,7 @@ def _gdn_chunk_intra_kernel(
     # Each operand is loaded just before its first use and each result stored as soon as it is made,
     # so few [64, 64] fp32 tiles are live at once (the kernel is register-bound).
     rows = tl.arange(0, BT)
-    tok = bos + j * BT + rows
-    ok = tok < eos
+    tok0, tok, ok = _chunk_rows(bos, eos, j, rows)
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
     k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
@@ -216,7 +220,7 @@ def _gdn_chunk_intra_kernel(
     b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
 
     # The gate sums (γ_i, γ_C − γ_i) the passes read, formed in fp64 (masked rows add 0 to γ_C).
-    hi, lo, gam = _cumsum_hi_lo(g_c, 0)
+    hi, lo, gam = _cumsum_hi_lo(g_c)
     # gates is [2, HV, T], so a chunk's sums are contiguous for the passes' loads
     rows_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens + tok
     tl.store(rows_of_hv, hi, mask=ok)
@@ -240,14 +244,20 @@ def _gdn_chunk_intra_kernel(
 
 
 @triton.jit
+def _chunk_rows(bos, eos, c, rows):
+    """(first token, tokens, in-sequence mask) of chunk ``c`` of the sequence [bos, eos)."""
+    tok0 = bos + tl.cast(c, tl.int64) * 64
+    tok = tok0 + rows
+    return tok0, tok, tok < eos
+
+
+@triton.jit
 def _chunk_gates(gates, n_tokens, hv, HV: tl.constexpr, bos, eos, c, rows):
     """(γ, exp(γ_C − γ_i), exp(γ_C)) of chunk ``c`` of a sequence, from the gate sums the intra launch
     wrote ([2, HV, T]: contiguous loads); zero past the sequence's end. Triton pipelines only the loads
     that feed dots, so these wait on memory where they are issued (Nsight Compute: the largest stall
     of the passes); the segment pass asks for the next chunk's a step ahead."""
-    tok0 = bos + tl.cast(c, tl.int64) * 64
-    tok = tok0 + rows
-    ok = tok < eos
+    tok0, tok, ok = _chunk_rows(bos, eos, c, rows)
     gam_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens
     after_of_hv = gam_of_hv + tl.cast(n_tokens, tl.int64) * HV
     gam = tl.load(gam_of_hv + tok, mask=ok, other=0.0)
@@ -340,8 +350,7 @@ def _gdn_chunk_segment_kernel(
     c_lo = j * seg_chunks
     gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c_lo, rows)
     for c in range(c_lo, c_lo + seg_chunks):
-        tok = bos + tl.cast(c, tl.int64) * BT + rows
-        ok = tok < eos
+        tok0, tok, ok = _chunk_rows(bos, eos, c, rows)
         gam, to_end, chunk_decay = gam_next, to_end_next, decay_next
         # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
         # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe).
@@ -469,8 +478,8 @@ def _gdn_chunk_state_kernel(
     if slot < 0:
         # Padding: nothing read or written in the pool, output rows zero.
         for c in range(c_lo, c_hi):
-            tok = bos + tl.cast(c, tl.int64) * BT + rows
-            _store_rows(o_head, tok, tok < eos, HV * V, offs_v, mask_v, tl.zeros([BT, BV], tl.float32))
+            tok0, tok, ok = _chunk_rows(bos, eos, c, rows)
+            _store_rows(o_head, tok, ok, HV * V, offs_v, mask_v, tl.zeros([BT, BV], tl.float32))
         return
 
     # The state tile S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
@@ -487,8 +496,7 @@ def _gdn_chunk_state_kernel(
 
     dt = q.dtype.element_ty
     for c in range(c_lo, c_hi):
-        tok = bos + tl.cast(c, tl.int64) * BT + rows
-        ok = tok < eos
+        tok0, tok, ok = _chunk_rows(bos, eos, c, rows)
         # Not a step ahead as in the segment pass: here that pushed the spills from 568 to 668 bytes and
         # made the prefill slower (H200, 2026-11-30 01:07, 3.81 ms at 64k tokens against 3.54).
         gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows)
@@ -499,9 +507,7 @@ def _gdn_chunk_state_kernel(
         # P = scale (Q Kᵀ ⊙ E) from the tiles loaded anyway: cheaper than a stored P's bytes and shared
         # memory (it lets two programs per SM pipeline their loads). E from the correctly rounded γ
         # alone: the difference of two such sums is off by ~|γ|·1e-7, within the fp32 tests' bound.
-        decay = tl.where(
-            rows[:, None] >= rows[None, :], tl.exp(tl.minimum(gam[:, None] - gam[None, :], 0.0)), 0.0
-        )
+        decay = _causal_exp(gam[:, None] - gam[None, :], rows)
         p_c = (tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * (scale * decay)).to(dt)
 
         # scale (Q⊙exp(γ)) S as a row scale of Q S, so Q feeds the dot straight from its load.
@@ -597,23 +603,32 @@ def _solve_precision(dtype: torch.dtype) -> str:
     return "ieee" if dtype == torch.float32 else "tf32"
 
 
+def _block_k(K: int) -> int:
+    """The K tile: the head dimension rounded up to a power of two, at least ``_MIN_TILE``."""
+    return max(_MIN_TILE, triton.next_power_of_2(K))
+
+
+def _block_n(N: int) -> int:
+    """The tile over the batch that ``_locate`` scans (N sequences and one bound more)."""
+    return triton.next_power_of_2(N + 1)
+
+
 def _common(q, num_v_heads, state_indices):
-    """Meta-parameters every launch shares."""
+    """Meta-parameters every launch but the carry shares."""
     H, K = q.shape[1], q.shape[2]
-    N = state_indices.shape[0]
     return dict(
         H=H,
         HV=num_v_heads,
         K=K,
-        BK=max(_MIN_TILE, triton.next_power_of_2(K)),
-        BN=triton.next_power_of_2(N + 1),
+        BK=_block_k(K),
+        BN=_block_n(state_indices.shape[0]),
         IN_PREC=_input_precision(q.dtype),
     )
 
 
 def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
-    """Launch 1: Tβ and P, a row of 64 per token and value head, in the input dtype, and the fp32 gate
-    sums (γ_i, γ_C − γ_i) of every token and value head."""
+    """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, and the fp32 gate sums
+    (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T])."""
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta = _empty((T, HV, CHUNK), k.dtype, k.device)
@@ -691,9 +706,9 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
         HV=HV,
         K=K,
         V=V,
-        BK=max(_MIN_TILE, triton.next_power_of_2(K)),
+        BK=_block_k(K),
         BV=config.block_v,
-        BN=triton.next_power_of_2(N + 1),
+        BN=_block_n(N),
         PREC=_solve_precision(dtype),
         num_warps=config.state_warps,
         # One stage: pipelining the K×K loads of M (Triton's default, 3 stages) needs 240 KiB of shared
