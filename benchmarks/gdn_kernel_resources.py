@@ -55,75 +55,65 @@ H, HV, K, V = 16, 32, 128, 128
 BF16, F32, I32, I64 = "*bf16", "*fp32", "*i32", "i64"
 SHAPES = dict(H=H, HV=HV, K=K, V=V, BK=K)
 
+# The sm_90 type of every runtime argument of our GDN kernels, by name: one table, not a signature
+# per kernel. A ``*_ptr`` argument takes its base name's type; ``stride_*`` arguments are 64-bit.
+ARG_TYPES = dict(
+    q=BF16,
+    k=BF16,
+    v=BF16,
+    o=BF16,
+    t_out=BF16,
+    tbeta=BF16,
+    g=F32,
+    beta=F32,
+    gates=F32,
+    state_pool=F32,
+    inter=F32,
+    affine=F32,
+    start=F32,
+    carry=F32,
+    state_indices=I32,
+    cu_seqlens=I32,
+    pool_slot_stride=I64,
+    n_tokens="i32",
+    seg_chunks="i32",
+    N="i32",
+    D="i32",
+    scale="fp32",
+)
+
+# name -> (kernel, values of its constexpr arguments that every variant shares)
 KERNELS = {
-    "decode": (
-        fused_recurrent._gdn_decode_kernel,
-        dict(q_ptr=BF16, k_ptr=BF16, v_ptr=BF16, g_ptr=F32, beta_ptr=F32, o_ptr=BF16, state_pool_ptr=F32)
-        | dict(state_indices_ptr=I32, stride_q_tok=I64, stride_q_head=I64, stride_v_tok=I64)
-        | dict(stride_v_head=I64, stride_pool_slot=I64, scale="fp32"),
-        SHAPES,
-    ),
-    "verify": (
-        fused_recurrent._gdn_verify_kernel,
-        dict(q_ptr=BF16, k_ptr=BF16, v_ptr=BF16, g_ptr=F32, beta_ptr=F32, o_ptr=BF16, state_pool_ptr=F32)
-        | dict(state_indices_ptr=I32, inter_ptr=F32, stride_q_tok=I64, stride_q_head=I64)
-        | dict(stride_v_tok=I64, stride_v_head=I64, stride_pool_slot=I64, stride_inter_seq=I64)
-        | dict(stride_inter_draft=I64, scale="fp32", D="i32"),
-        SHAPES,
-    ),
-    "intra": (
-        chunk._gdn_chunk_intra_kernel,
-        dict(
-            k=BF16,
-            g=F32,
-            beta=F32,
-            state_indices=I32,
-            cu_seqlens=I32,
-            t_out=BF16,
-            gates=F32,
-            n_tokens="i32",
-            N="i32",
-        ),
-        dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None),
-    ),
-    "segment": (
-        chunk._gdn_chunk_segment_kernel,
-        dict(
-            k=BF16,
-            gates=F32,
-            n_tokens="i32",
-            v=BF16,
-            tbeta=BF16,
-            state_pool=F32,
-            state_indices=I32,
-            cu_seqlens=I32,
-        )
-        | dict(affine=F32, start=F32, pool_slot_stride=I64, seg_chunks="i32", N="i32"),
-        SHAPES | dict(BN=2, IN_PREC=None),
-    ),
-    "state": (
-        chunk._gdn_chunk_state_kernel,
-        dict(
-            q=BF16,
-            k=BF16,
-            v=BF16,
-            gates=F32,
-            n_tokens="i32",
-            tbeta=BF16,
-            o=BF16,
-            state_pool=F32,
-            state_indices=I32,
-        )
-        | dict(cu_seqlens=I32, start=F32, carry=F32, pool_slot_stride=I64, scale="fp32")
-        | dict(seg_chunks="i32", N="i32"),
-        SHAPES | dict(BN=2, IN_PREC=None),
-    ),
-    "carry": (
-        chunk._gdn_chunk_carry_kernel,
-        dict(affine=F32, carry=F32, state_indices=I32, cu_seqlens=I32, seg_chunks="i32", N="i32"),
-        dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32"),
-    ),
+    "decode": (fused_recurrent._gdn_decode_kernel, SHAPES),
+    "verify": (fused_recurrent._gdn_verify_kernel, SHAPES),
+    "intra": (chunk._gdn_chunk_intra_kernel, dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None)),
+    "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
+    "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
+    "carry": (chunk._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
 }
+
+
+def signature(fn) -> dict:
+    """The types of ``fn``'s runtime arguments, from ARG_TYPES."""
+    types = {}
+    for param in fn.params:
+        if param.is_constexpr:
+            continue
+        base = param.name.removesuffix("_ptr")
+        if param.name.startswith("stride_"):
+            types[param.name] = I64
+        elif base in ARG_TYPES:
+            types[param.name] = ARG_TYPES[base]
+        else:
+            raise KeyError(f"{fn.__name__}: argument {param.name!r} has no type in ARG_TYPES; add it there")
+    return types
+
+
+def constexpr_gaps(fn, values: dict) -> set:
+    """Constexpr arguments of ``fn`` without a value, and values for names that are not one."""
+    wanted = {param.name for param in fn.params if param.is_constexpr}
+    return wanted ^ set(values)
+
 
 _default = chunk.launch_config(4096, 1, HV, V, interpret=False)
 # (kernel, label, meta-parameters, num_warps, num_stages[, compile options]); the first row of each
@@ -269,15 +259,18 @@ def main() -> None:
         for name, label, meta, warps, stages, *options in VARIANTS:
             if name not in wanted:
                 continue
-            fn, signature, constexprs = KERNELS[name]
-            declared = set(signature) | set(constexprs) | set(meta)
-            if declared != set(fn.arg_names):
+            fn, constexprs = KERNELS[name]
+            gaps = constexpr_gaps(fn, constexprs | meta)
+            if gaps:
                 sys.exit(
-                    f"{name}: KERNELS names {sorted(declared ^ set(fn.arg_names))} unlike the kernel's "
-                    "arguments; update its signature here"
+                    f"{name} ({label}): constexpr values {sorted(gaps)} unlike the kernel's; update KERNELS"
                 )
+            try:
+                types = signature(fn)
+            except KeyError as err:
+                sys.exit(err.args[0])
             source = ASTSource(
-                fn=fn, signature=signature, constexprs=constexprs | meta, attrs=_aligned(fn, signature)
+                fn=fn, signature=types, constexprs=constexprs | meta, attrs=_aligned(fn, types)
             )
             compiled = triton.compile(
                 source,

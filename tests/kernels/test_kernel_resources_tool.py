@@ -21,21 +21,47 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_every_declared_signature_names_exactly_the_kernels_arguments():
-    # The tool's hand-written signatures against the kernels' real argument lists, for every variant.
+def test_every_kernel_argument_has_a_type_and_every_constexpr_a_value():
+    # The tool's type table and constexpr values against the kernels' real argument lists, for every
+    # variant; an argument added to a kernel without a type here fails this test, not a later compile.
     check = (
         "import importlib.util, sys\n"
         f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
         "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
         "for name, label, meta, *_ in tool.VARIANTS:\n"
-        "    fn, signature, constexprs = tool.KERNELS[name]\n"
-        "    declared = set(signature) | set(constexprs) | set(meta)\n"
-        "    assert declared == set(fn.arg_names), (name, label, declared ^ set(fn.arg_names))\n"
+        "    fn, constexprs = tool.KERNELS[name]\n"
+        "    assert not tool.constexpr_gaps(fn, constexprs | meta), (name, label)\n"
+        "    types = tool.signature(fn)\n"
+        "    assert set(types) | set(constexprs) | set(meta) == set(fn.arg_names), (name, label)\n"
+        "    assert all(kind in (tool.BF16, tool.F32, tool.I32, tool.I64, 'i32', 'fp32') for kind in types.values())\n"
         "print(len(tool.VARIANTS))\n"
     )
     done = _run("-c", check)
     assert done.returncode == 0, done.stderr
     assert int(done.stdout.split()[-1]) >= 6
+
+
+def test_an_argument_without_a_type_is_named(tmp_path):
+    # Triton's @jit needs its source in a file.
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import importlib.util\n"
+        "import triton\n"
+        "import triton.language as tl\n"
+        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(tool)\n"
+        "@triton.jit\n"
+        "def kernel(q_ptr, mystery, stride_q_tok, BK: tl.constexpr):\n"
+        "    pass\n"
+        "try:\n"
+        "    tool.signature(kernel)\n"
+        "except KeyError as err:\n"
+        "    print(err.args[0])\n"
+    )
+    done = _run(str(script))
+    assert done.returncode == 0, done.stderr
+    assert "kernel: argument 'mystery' has no type in ARG_TYPES" in done.stdout
 
 
 def test_the_recurrent_kernels_compile_for_sm90_and_report_their_resources():
