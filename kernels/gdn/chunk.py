@@ -10,7 +10,7 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
    and the fp32 gate sums (γ_i, γ_C − γ_i), so the passes never scan the gates themselves.
    The inverse: with D = I + (the 16×16 diagonal blocks of A), ``D^{-1} = (I−a)(I+a²)(I+a⁴)(I+a⁸)``
    (a^16 = 0) as batched 16×16 dots on the four blocks, and with N = D^{-1}(A − blocks), strictly
-   block-lower so N⁴ = 0, ``(I + A)^{-1} = (I − N)(I + N²) D^{-1}`` — forward substitution by 16-blocks,
+   block-lower so N⁴ = 0, ``(I + A)^{-1} = (I − N + N² − N³) D^{-1}`` — forward substitution by 16-blocks,
    as dots. γ is summed in fp64 and kept as an fp32 pair (hi, lo), so γ_i − γ_j is right to a rounding
    of the difference, not of |γ| (thousands under strong decay, where fp32 prefix sums would cancel).
    The WY vectors themselves (w = Tβ (exp(γ)⊙K), u = Tβ V, 64×128 each) are never stored: the passes
@@ -63,6 +63,7 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import libdevice
 
 CHUNK = 64
 _SM_COUNT_HINT = 132  # H200; only shapes how many segments a long sequence is cut into
@@ -72,6 +73,8 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # dimension is 32 beside others of 64 (H200, 2026-11-29: K=32 gave outputs off by 29 % rel RMSE, as
 # a V tile of 32 beside K=128 did before); a narrower head is zero-padded instead.
 _MIN_TILE = 16 if _INTERPRET else 64
+# exp as libdevice's fast_expf on a GPU; the interpreter has no libdevice (see _exp)
+_FAST_EXP = tl.constexpr(not _INTERPRET)
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:
@@ -110,15 +113,17 @@ def _locate(cu_seqlens, N, pid, seg_chunks, BN: tl.constexpr, NON_LAST: tl.const
 
 
 @triton.jit
-def _load_rows(base, tok, valid, row_stride, offs, mask):
-    """A [rows, cols] tile of a packed [T, heads, cols] tensor, zero outside the chunk."""
-    ptrs = base + tok[:, None] * row_stride + offs[None, :]
+def _load_rows(base, rows, valid, row_stride, offs, mask):
+    """A [rows, cols] tile of a packed [T, heads, cols] tensor, zero outside the chunk. ``base`` points at
+    the chunk's first token (a scalar 64-bit offset, once) and ``rows`` counts from it, so the per-element
+    offsets stay 32-bit (rows < 64): a third fewer instructions than 64-bit token indices per element."""
+    ptrs = base + rows[:, None] * row_stride + offs[None, :]
     return tl.load(ptrs, mask=valid[:, None] & mask[None, :], other=0.0)
 
 
 @triton.jit
-def _store_rows(base, tok, valid, row_stride, offs, mask, tile):
-    ptrs = base + tok[:, None] * row_stride + offs[None, :]
+def _store_rows(base, rows, valid, row_stride, offs, mask, tile):
+    ptrs = base + rows[:, None] * row_stride + offs[None, :]
     tl.store(ptrs, tile.to(base.dtype.element_ty), mask=valid[:, None] & mask[None, :])
 
 
@@ -169,15 +174,22 @@ def _cumsum_hi_lo(g):
 
 
 @triton.jit
-def _causal_exp(diff, rows):
-    """exp(diff_ij) on and below the diagonal, 0 above (where diff > 0 could overflow)."""
-    return tl.where(rows[:, None] >= rows[None, :], tl.exp(tl.minimum(diff, 0.0)), 0.0)
+def _exp(x):
+    """exp, on a GPU as ``ex2.approx.ftz`` (libdevice's fast_expf: one MUFU and a multiply; ``tl.exp``
+    adds a denormal fix-up, 2–3 instructions an element more here, and a relative error of 2e-7 is far
+    below what the kernels keep)."""
+    if _FAST_EXP:
+        return libdevice.fast_expf(x)
+    else:
+        return tl.exp(x)
 
 
 @triton.jit
-def _decay(hi, lo, rows):
-    """E_ij = exp(γ_i − γ_j) for i ≥ j, else 0, from the (hi, lo) gate sums of a chunk's rows."""
-    return _causal_exp((hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :]), rows)
+def _decay(diff):
+    """E_ij = exp(γ_i − γ_j) from diff = γ_i − γ_j, correct on and below the diagonal; above it the
+    exponent is clamped at 0 (it could overflow there) and the caller masks E's product causally,
+    after the product: a select there spilled 156 bytes less in the state pass than a masked E."""
+    return _exp(tl.minimum(diff, 0.0))
 
 
 @triton.jit
@@ -212,43 +224,47 @@ def _gdn_chunk_intra_kernel(
     # Each operand is loaded just before its first use and each result stored as soon as it is made,
     # so few [64, 64] fp32 tiles are live at once (the kernel is register-bound).
     rows = tl.arange(0, BT)
-    tok0, tok, ok = _chunk_rows(bos, eos, j, rows)
+    tok0, ok = _chunk_rows(bos, eos, j, rows)
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
-    k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
-    g_c = tl.load(g + tok * HV + hv, mask=ok, other=0.0)
-    b_c = tl.load(beta + tok * HV + hv, mask=ok, other=0.0)
+    k_c = _load_rows(k + h * K + tok0 * (H * K), rows, ok, H * K, offs_k, mask_k)
+    g_c = tl.load(g + tok0 * HV + rows * HV + hv, mask=ok, other=0.0)
+    b_c = tl.load(beta + tok0 * HV + rows * HV + hv, mask=ok, other=0.0)
 
     # The gate sums (γ_i, γ_C − γ_i) the passes read, formed in fp64 (masked rows add 0 to γ_C).
     hi, lo, gam = _cumsum_hi_lo(g_c)
     # gates is [2, HV, T], so a chunk's sums are contiguous for the passes' loads
-    rows_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens + tok
+    rows_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens + tok0 + rows
     tl.store(rows_of_hv, hi, mask=ok)
     after = (tl.sum(g_c.to(tl.float64), 0) - gam).to(tl.float32)
     tl.store(rows_of_hv + tl.cast(n_tokens, tl.int64) * HV, after, mask=ok)
-    decay = _decay(hi, lo, rows)
+    decay = _decay((hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :]))
     a = tl.where(
         rows[:, None] > rows[None, :],
         tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC) * (b_c[:, None] * decay),
         0.0,
     )
 
-    # (I + A)^{-1} = (I − N)(I + N²) D^{-1}, D = I + the diagonal blocks of A, N = D^{-1}(A − blocks).
+    # (I + A)^{-1} = (I − N + N² − N³) D^{-1}, D = I + the diagonal blocks of A, N = D^{-1}(A − blocks),
+    # in Horner's order D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1})): N is the left operand of every dot,
+    # so it is moved into the dot's register layout once (the factored (I − N)(I + N²) D^{-1} moved
+    # three operands; 2616 instructions per warp against 2816, gdn_kernel_resources.py).
     diag_block = (rows[:, None] // 16) == (rows[None, :] // 16)
     d_inv = _block_diag(_inv_unit_lower_blocks(_diag_blocks(a, BT), PREC), BT)
     nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
-    eye = tl.where(rows[:, None] == rows[None, :], 1.0, 0.0)
-    t_mat = tl.dot(eye - nil, eye + tl.dot(nil, nil, input_precision=PREC), input_precision=PREC)
-    t_beta = tl.dot(t_mat, d_inv, input_precision=PREC) * b_c[None, :]
-    _store_rows(t_out + hv * BT, tok, ok, HV * BT, rows, rows < BT, t_beta)
+    t_inv = d_inv - tl.dot(nil, d_inv, input_precision=PREC)
+    t_inv = d_inv - tl.dot(nil, t_inv, input_precision=PREC)
+    t_beta = (d_inv - tl.dot(nil, t_inv, input_precision=PREC)) * b_c[None, :]
+    _store_rows(t_out + hv * BT + tok0 * (HV * BT), rows, ok, HV * BT, rows, rows < BT, t_beta)
 
 
 @triton.jit
 def _chunk_rows(bos, eos, c, rows):
-    """(first token, tokens, in-sequence mask) of chunk ``c`` of the sequence [bos, eos)."""
+    """(first token, in-sequence mask of ``rows``) of chunk ``c`` of the sequence [bos, eos). Tiles are
+    addressed from the first token (one 64-bit scalar) with 32-bit row offsets: fewer instructions per
+    chunk step than 64-bit token indices per row (resources tool: 1654 -> 1559 in the state pass)."""
     tok0 = bos + tl.cast(c, tl.int64) * 64
-    tok = tok0 + rows
-    return tok0, tok, tok < eos
+    return tok0, rows < tl.cast(tl.minimum(eos - tok0, 64), tl.int32)
 
 
 @triton.jit
@@ -257,14 +273,14 @@ def _chunk_gates(gates, n_tokens, hv, HV: tl.constexpr, bos, eos, c, rows):
     wrote ([2, HV, T]: contiguous loads); zero past the sequence's end. Triton pipelines only the loads
     that feed dots, so these wait on memory where they are issued (Nsight Compute: the largest stall
     of the passes); the segment pass asks for the next chunk's a step ahead."""
-    tok0, tok, ok = _chunk_rows(bos, eos, c, rows)
-    gam_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens
+    tok0, ok = _chunk_rows(bos, eos, c, rows)
+    gam_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens + tok0
     after_of_hv = gam_of_hv + tl.cast(n_tokens, tl.int64) * HV
-    gam = tl.load(gam_of_hv + tok, mask=ok, other=0.0)
-    to_end = tl.exp(tl.load(after_of_hv + tok, mask=ok, other=0.0))
+    gam = tl.load(gam_of_hv + rows, mask=ok, other=0.0)
+    to_end = tl.exp(tl.load(after_of_hv + rows, mask=ok, other=0.0))
     # γ_C = γ_0 + (γ_C − γ_0), both sums of same-sign gates
-    total = tl.load(gam_of_hv + tok0, mask=tok0 < eos, other=0.0)
-    total += tl.load(after_of_hv + tok0, mask=tok0 < eos, other=0.0)
+    total = tl.load(gam_of_hv, mask=tok0 < eos, other=0.0)
+    total += tl.load(after_of_hv, mask=tok0 < eos, other=0.0)
     return gam, to_end, tl.exp(total)
 
 
@@ -350,14 +366,16 @@ def _gdn_chunk_segment_kernel(
     c_lo = j * seg_chunks
     gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c_lo, rows)
     for c in range(c_lo, c_lo + seg_chunks):
-        tok0, tok, ok = _chunk_rows(bos, eos, c, rows)
+        tok0, ok = _chunk_rows(bos, eos, c, rows)
         gam, to_end, chunk_decay = gam_next, to_end_next, decay_next
         # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
         # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe).
         gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c + 1, rows)
-        k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
-        t_c = _load_rows(tbeta + hv * BT, tok, ok, HV * BT, rows, rows < BT)
-        v_c = _load_rows(v + hv * V, tok, ok & (i_c < NV), HV * V, cols, mask_c)  # M: V = 0
+        k_c = _load_rows(k + h * K + tok0 * (H * K), rows, ok, H * K, offs_k, mask_k)
+        t_c = _load_rows(tbeta + hv * BT + tok0 * (HV * BT), rows, ok, HV * BT, rows, rows < BT)
+        v_c = _load_rows(
+            v + hv * V + tok0 * (HV * V), rows, ok & (i_c < NV), HV * V, cols, mask_c
+        )  # M: V = 0
         v_new, state = _advance(state, state.to(dt), k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
 
     tl.store(affine + row * (V + K) + tl.where(is_m, V, 0) + cols[None, :], state, mask=tile_mask)
@@ -478,8 +496,9 @@ def _gdn_chunk_state_kernel(
     if slot < 0:
         # Padding: nothing read or written in the pool, output rows zero.
         for c in range(c_lo, c_hi):
-            tok0, tok, ok = _chunk_rows(bos, eos, c, rows)
-            _store_rows(o_head, tok, ok, HV * V, offs_v, mask_v, tl.zeros([BT, BV], tl.float32))
+            tok0, ok = _chunk_rows(bos, eos, c, rows)
+            zero = tl.zeros([BT, BV], tl.float32)
+            _store_rows(o_head + tok0 * (HV * V), rows, ok, HV * V, offs_v, mask_v, zero)
         return
 
     # The state tile S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
@@ -496,26 +515,25 @@ def _gdn_chunk_state_kernel(
 
     dt = q.dtype.element_ty
     for c in range(c_lo, c_hi):
-        tok0, tok, ok = _chunk_rows(bos, eos, c, rows)
-        # Not a step ahead as in the segment pass: here that pushed the spills from 568 to 668 bytes and
-        # made the prefill slower (H200, 2026-11-30 01:07, 3.81 ms at 64k tokens against 3.54).
+        tok0, ok = _chunk_rows(bos, eos, c, rows)
         gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows)
-        q_c = _load_rows(q + h * K, tok, ok, H * K, offs_k, mask_k)
-        k_c = _load_rows(k + h * K, tok, ok, H * K, offs_k, mask_k)
-        t_c = _load_rows(tbeta + hv * BT, tok, ok, HV * BT, rows, rows < BT)
-        v_c = _load_rows(v + hv * V, tok, ok, HV * V, offs_v, mask_v)
+        q_c = _load_rows(q + h * K + tok0 * (H * K), rows, ok, H * K, offs_k, mask_k)
+        k_c = _load_rows(k + h * K + tok0 * (H * K), rows, ok, H * K, offs_k, mask_k)
+        t_c = _load_rows(tbeta + hv * BT + tok0 * (HV * BT), rows, ok, HV * BT, rows, rows < BT)
+        v_c = _load_rows(v + hv * V + tok0 * (HV * V), rows, ok, HV * V, offs_v, mask_v)
         # P = scale (Q Kᵀ ⊙ E) from the tiles loaded anyway: cheaper than a stored P's bytes and shared
         # memory (it lets two programs per SM pipeline their loads). E from the correctly rounded γ
         # alone: the difference of two such sums is off by ~|γ|·1e-7, within the fp32 tests' bound.
-        decay = _causal_exp(gam[:, None] - gam[None, :], rows)
-        p_c = (tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC) * (scale * decay)).to(dt)
+        qk = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC)
+        decay = _decay(gam[:, None] - gam[None, :])
+        p_c = tl.where(rows[:, None] >= rows[None, :], qk * (scale * decay), 0.0).to(dt)
 
         # scale (Q⊙exp(γ)) S as a row scale of Q S, so Q feeds the dot straight from its load.
         state_op = state.to(dt)
         out = tl.dot(q_c, state_op, input_precision=IN_PREC) * (tl.exp(gam) * scale)[:, None]
         v_new, state = _advance(state, state_op, k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
         out = tl.dot(p_c, v_new.to(dt), acc=out, input_precision=IN_PREC)
-        _store_rows(o_head, tok, ok, HV * V, offs_v, mask_v, out)
+        _store_rows(o_head + tok0 * (HV * V), rows, ok, HV * V, offs_v, mask_v, out)
 
     if j == n_segs - 1:
         tl.store(s_ptrs, state, mask=tile_mask)
