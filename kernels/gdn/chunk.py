@@ -38,16 +38,14 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 00:50): 0.264 /
-0.942 / 3.61 ms on one sequence of 4k / 16k / 64k tokens and 1.25 ms on 16×2048, 0.95 / 1.02 / 1.08 /
-1.73× fla (the previous form, in one process with this one: 0.278 / 1.002 / 3.92 / 1.29); FlashInfer's
-kernel is still 1.8–3.1× faster. Nsight Compute (16k tokens, RESULTS.md): every launch holds 8–12
-warps per SM and issues an instruction every 5–11 cycles per scheduler. In the previous form the intra
-launch was instruction-bound (3.1k instructions per warp, a third of them moving tf32 dot operands
-between register layouts for the 64×64 merge) and the state pass waited on its unpipelined global loads
-(35 % of its stall samples) and on per-step gate scans (17 %); in this one the state pass issues twice
-the instructions (P, per V tile) at 1.7× the rate. Since that run the gate sums are stored [2, HV, T]
-and the segment pass loads them a step ahead (RESULTS.md, 01:07: the layout alone 0–2.5 % faster).
+Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 02:10): 0.235 /
+0.811 / 3.07 ms on one sequence of 4k / 16k / 64k tokens and 1.07 ms on 16×2048, 1.10 / 1.20 / 1.27 /
+2.01× fla; FlashInfer's kernel is still 1.6–2.7× faster. Nsight Compute (16k tokens, 00:25–01:00,
+RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every 5–11 cycles per
+scheduler, so the last steps cut instructions (the resources tool's count per chunk step: state pass
+1654 → 1468 with chunk-relative 32-bit row offsets, P masked after its product and ``fast_expf``; the
+intra launch 2816 → 2384 with the merge in Horner's order) and raised the programs per SM (the intra
+launch at 128 registers, the segment pass at 168): 1.12–1.18× faster than at 00:50.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
