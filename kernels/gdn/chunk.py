@@ -111,17 +111,18 @@ def _locate(cu_seqlens, N, pid, seg_chunks, BN: tl.constexpr, NON_LAST: tl.const
 
 
 @triton.jit
-def _load_rows(base, rows, valid, row_stride, offs, mask):
-    """A [rows, cols] tile of a packed [T, heads, cols] tensor, zero outside the chunk. ``base`` points at
-    the chunk's first token (a scalar 64-bit offset, once) and ``rows`` counts from it, so the per-element
-    offsets stay 32-bit (rows < 64): a third fewer instructions than 64-bit token indices per element."""
-    ptrs = base + rows[:, None] * row_stride + offs[None, :]
+def _load_rows(base, tok0, rows, valid, row_stride, offs, mask):
+    """A [rows, cols] tile of a packed [T, heads, cols] tensor (``base``: token 0 of the head), zero
+    outside the chunk. The chunk's first token ``tok0`` is one 64-bit scalar offset and ``rows`` count
+    from it, so the per-element offsets stay 32-bit (rows < 64): a third fewer instructions than 64-bit
+    token indices per element."""
+    ptrs = base + tok0 * row_stride + rows[:, None] * row_stride + offs[None, :]
     return tl.load(ptrs, mask=valid[:, None] & mask[None, :], other=0.0)
 
 
 @triton.jit
-def _store_rows(base, rows, valid, row_stride, offs, mask, tile):
-    ptrs = base + rows[:, None] * row_stride + offs[None, :]
+def _store_rows(base, tok0, rows, valid, row_stride, offs, mask, tile):
+    ptrs = base + tok0 * row_stride + rows[:, None] * row_stride + offs[None, :]
     tl.store(ptrs, tile.to(base.dtype.element_ty), mask=valid[:, None] & mask[None, :])
 
 
@@ -225,7 +226,7 @@ def _gdn_chunk_intra_kernel(
     tok0, ok = _chunk_rows(bos, eos, j, rows)
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
-    k_c = _load_rows(k + h * K + tok0 * (H * K), rows, ok, H * K, offs_k, mask_k)
+    k_c = _load_rows(k + h * K, tok0, rows, ok, H * K, offs_k, mask_k)
     g_c = tl.load(g + tok0 * HV + rows * HV + hv, mask=ok, other=0.0)
     b_c = tl.load(beta + tok0 * HV + rows * HV + hv, mask=ok, other=0.0)
 
@@ -253,7 +254,7 @@ def _gdn_chunk_intra_kernel(
     t_inv = d_inv - tl.dot(nil, d_inv, input_precision=PREC)
     t_inv = d_inv - tl.dot(nil, t_inv, input_precision=PREC)
     t_beta = (d_inv - tl.dot(nil, t_inv, input_precision=PREC)) * b_c[None, :]
-    _store_rows(t_out + hv * BT + tok0 * (HV * BT), rows, ok, HV * BT, rows, rows < BT, t_beta)
+    _store_rows(t_out + hv * BT, tok0, rows, ok, HV * BT, rows, rows < BT, t_beta)
 
 
 @triton.jit
@@ -369,11 +370,9 @@ def _gdn_chunk_segment_kernel(
         # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
         # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe).
         gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c + 1, rows)
-        k_c = _load_rows(k + h * K + tok0 * (H * K), rows, ok, H * K, offs_k, mask_k)
-        t_c = _load_rows(tbeta + hv * BT + tok0 * (HV * BT), rows, ok, HV * BT, rows, rows < BT)
-        v_c = _load_rows(
-            v + hv * V + tok0 * (HV * V), rows, ok & (i_c < NV), HV * V, cols, mask_c
-        )  # M: V = 0
+        k_c = _load_rows(k + h * K, tok0, rows, ok, H * K, offs_k, mask_k)
+        t_c = _load_rows(tbeta + hv * BT, tok0, rows, ok, HV * BT, rows, rows < BT)
+        v_c = _load_rows(v + hv * V, tok0, rows, ok & (i_c < NV), HV * V, cols, mask_c)  # M: V = 0
         v_new, state = _advance(state, state.to(dt), k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
 
     tl.store(affine + row * (V + K) + tl.where(is_m, V, 0) + cols[None, :], state, mask=tile_mask)
@@ -496,7 +495,7 @@ def _gdn_chunk_state_kernel(
         for c in range(c_lo, c_hi):
             tok0, ok = _chunk_rows(bos, eos, c, rows)
             zero = tl.zeros([BT, BV], tl.float32)
-            _store_rows(o_head + tok0 * (HV * V), rows, ok, HV * V, offs_v, mask_v, zero)
+            _store_rows(o_head, tok0, rows, ok, HV * V, offs_v, mask_v, zero)
         return
 
     # The state tile S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
@@ -515,10 +514,10 @@ def _gdn_chunk_state_kernel(
     for c in range(c_lo, c_hi):
         tok0, ok = _chunk_rows(bos, eos, c, rows)
         gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows)
-        q_c = _load_rows(q + h * K + tok0 * (H * K), rows, ok, H * K, offs_k, mask_k)
-        k_c = _load_rows(k + h * K + tok0 * (H * K), rows, ok, H * K, offs_k, mask_k)
-        t_c = _load_rows(tbeta + hv * BT + tok0 * (HV * BT), rows, ok, HV * BT, rows, rows < BT)
-        v_c = _load_rows(v + hv * V + tok0 * (HV * V), rows, ok, HV * V, offs_v, mask_v)
+        q_c = _load_rows(q + h * K, tok0, rows, ok, H * K, offs_k, mask_k)
+        k_c = _load_rows(k + h * K, tok0, rows, ok, H * K, offs_k, mask_k)
+        t_c = _load_rows(tbeta + hv * BT, tok0, rows, ok, HV * BT, rows, rows < BT)
+        v_c = _load_rows(v + hv * V, tok0, rows, ok, HV * V, offs_v, mask_v)
         # P = scale (Q Kᵀ ⊙ E) from the tiles loaded anyway: cheaper than a stored P's bytes and shared
         # memory (it lets two programs per SM pipeline their loads). E from the correctly rounded γ
         # alone: the difference of two such sums is off by ~|γ|·1e-7, within the fp32 tests' bound.
@@ -531,7 +530,7 @@ def _gdn_chunk_state_kernel(
         out = tl.dot(q_c, state_op, input_precision=IN_PREC) * (tl.exp(gam) * scale)[:, None]
         v_new, state = _advance(state, state_op, k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
         out = tl.dot(p_c, v_new.to(dt), acc=out, input_precision=IN_PREC)
-        _store_rows(o_head + tok0 * (HV * V), rows, ok, HV * V, offs_v, mask_v, out)
+        _store_rows(o_head, tok0, rows, ok, HV * V, offs_v, mask_v, out)
 
     if j == n_segs - 1:
         tl.store(s_ptrs, state, mask=tile_mask)
