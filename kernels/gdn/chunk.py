@@ -111,19 +111,38 @@ def _locate(cu_seqlens, N, pid, seg_chunks, BN: tl.constexpr, NON_LAST: tl.const
 
 
 @triton.jit
-def _load_rows(base, tok0, rows, valid, row_stride, offs, mask):
+def _load_rows(base, tok0, rows, valid, row_stride, offs, mask, ROWS: tl.constexpr, COLS: tl.constexpr):
     """A [rows, cols] tile of a packed [T, heads, cols] tensor (``base``: token 0 of the head), zero
     outside the chunk. The chunk's first token ``tok0`` is one 64-bit scalar offset and ``rows`` count
     from it, so the per-element offsets stay 32-bit (rows < 64): a third fewer instructions than 64-bit
-    token indices per element."""
+    token indices per element. ``ROWS`` / ``COLS``: whether ``valid`` (rows) / ``mask`` (cols) can be
+    false anywhere; a full chunk of a tile that divides its dimension loads with no predicate at all."""
     ptrs = base + tok0 * row_stride + rows[:, None] * row_stride + offs[None, :]
-    return tl.load(ptrs, mask=valid[:, None] & mask[None, :], other=0.0)
+    if ROWS and COLS:
+        return tl.load(ptrs, mask=valid[:, None] & mask[None, :], other=0.0)
+    elif ROWS:
+        return tl.load(ptrs, mask=valid[:, None], other=0.0)
+    elif COLS:
+        return tl.load(ptrs, mask=mask[None, :], other=0.0)
+    else:
+        return tl.load(ptrs)
 
 
 @triton.jit
-def _store_rows(base, tok0, rows, valid, row_stride, offs, mask, tile):
+def _store_rows(
+    base, tok0, rows, valid, row_stride, offs, mask, tile, ROWS: tl.constexpr, COLS: tl.constexpr
+):
+    """Stores a tile where ``_load_rows`` loads it, with the same predicates."""
     ptrs = base + tok0 * row_stride + rows[:, None] * row_stride + offs[None, :]
-    tl.store(ptrs, tile.to(base.dtype.element_ty), mask=valid[:, None] & mask[None, :])
+    tile = tile.to(base.dtype.element_ty)
+    if ROWS and COLS:
+        tl.store(ptrs, tile, mask=valid[:, None] & mask[None, :])
+    elif ROWS:
+        tl.store(ptrs, tile, mask=valid[:, None])
+    elif COLS:
+        tl.store(ptrs, tile, mask=mask[None, :])
+    else:
+        tl.store(ptrs, tile)
 
 
 @triton.jit
@@ -226,7 +245,7 @@ def _gdn_chunk_intra_kernel(
     tok0, ok = _chunk_rows(bos, eos, j, rows)
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
-    k_c = _load_rows(k + h * K, tok0, rows, ok, H * K, offs_k, mask_k)
+    k_c = _load_rows(k + h * K, tok0, rows, ok, H * K, offs_k, mask_k, True, K != BK)
     g_c = tl.load(g + tok0 * HV + rows * HV + hv, mask=ok, other=0.0)
     b_c = tl.load(beta + tok0 * HV + rows * HV + hv, mask=ok, other=0.0)
 
@@ -254,7 +273,7 @@ def _gdn_chunk_intra_kernel(
     t_inv = d_inv - tl.dot(nil, d_inv, input_precision=PREC)
     t_inv = d_inv - tl.dot(nil, t_inv, input_precision=PREC)
     t_beta = (d_inv - tl.dot(nil, t_inv, input_precision=PREC)) * b_c[None, :]
-    _store_rows(t_out + hv * BT, tok0, rows, ok, HV * BT, rows, rows < BT, t_beta)
+    _store_rows(t_out + hv * BT, tok0, rows, ok, HV * BT, rows, rows, t_beta, True, False)
 
 
 @triton.jit
@@ -267,19 +286,25 @@ def _chunk_rows(bos, eos, c, rows):
 
 
 @triton.jit
-def _chunk_gates(gates, n_tokens, hv, HV: tl.constexpr, bos, eos, c, rows):
+def _chunk_gates(gates, n_tokens, hv, HV: tl.constexpr, bos, eos, c, rows, FULL: tl.constexpr):
     """(γ, exp(γ_C − γ_i), exp(γ_C)) of chunk ``c`` of a sequence, from the gate sums the intra launch
-    wrote ([2, HV, T]: contiguous loads); zero past the sequence's end. Triton pipelines only the loads
-    that feed dots, so these wait on memory where they are issued (Nsight Compute: the largest stall
-    of the passes); the segment pass asks for the next chunk's a step ahead."""
+    wrote ([2, HV, T]: contiguous loads); zero past the sequence's end (``FULL``: the caller knows the
+    chunk is whole). Triton pipelines only the loads that feed dots, so these wait on memory where they
+    are issued (Nsight Compute: the largest stall of the passes); the segment pass asks for the next
+    chunk's a step ahead."""
     tok0, ok = _chunk_rows(bos, eos, c, rows)
     gam_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens + tok0
     after_of_hv = gam_of_hv + tl.cast(n_tokens, tl.int64) * HV
-    gam = tl.load(gam_of_hv + rows, mask=ok, other=0.0)
-    to_end = tl.exp(tl.load(after_of_hv + rows, mask=ok, other=0.0))
-    # γ_C = γ_0 + (γ_C − γ_0), both sums of same-sign gates
-    total = tl.load(gam_of_hv, mask=tok0 < eos, other=0.0)
-    total += tl.load(after_of_hv, mask=tok0 < eos, other=0.0)
+    if FULL:
+        gam = tl.load(gam_of_hv + rows)
+        to_end = tl.exp(tl.load(after_of_hv + rows))
+        # γ_C = γ_0 + (γ_C − γ_0), both sums of same-sign gates
+        total = tl.load(gam_of_hv) + tl.load(after_of_hv)
+    else:
+        gam = tl.load(gam_of_hv + rows, mask=ok, other=0.0)
+        to_end = tl.exp(tl.load(after_of_hv + rows, mask=ok, other=0.0))
+        total = tl.load(gam_of_hv, mask=tok0 < eos, other=0.0)
+        total += tl.load(after_of_hv, mask=tok0 < eos, other=0.0)
     return gam, to_end, tl.exp(total)
 
 
@@ -362,17 +387,24 @@ def _gdn_chunk_segment_kernel(
 
     dt = k.dtype.element_ty
     rows = tl.arange(0, BT)
+    # A segment that is not its sequence's last has only full chunks: no row predicates on its tiles,
+    # and none on the columns where the tiles divide K and V.
+    COLS: tl.constexpr = (K != BK) or (K % BV != 0) or (V % BV != 0)
+    v_rows = rows < tl.where(i_c < NV, BT, 0)  # M: V = 0
     c_lo = j * seg_chunks
-    gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c_lo, rows)
+    gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c_lo, rows, True)
     for c in range(c_lo, c_lo + seg_chunks):
-        tok0, ok = _chunk_rows(bos, eos, c, rows)
+        tok0 = bos + tl.cast(c, tl.int64) * BT
         gam, to_end, chunk_decay = gam_next, to_end_next, decay_next
         # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
-        # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe).
-        gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c + 1, rows)
-        k_c = _load_rows(k + h * K, tok0, rows, ok, H * K, offs_k, mask_k)
-        t_c = _load_rows(tbeta + hv * BT, tok0, rows, ok, HV * BT, rows, rows < BT)
-        v_c = _load_rows(v + hv * V, tok0, rows, ok & (i_c < NV), HV * V, cols, mask_c)  # M: V = 0
+        # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe). Masked: the next
+        # segment's first chunk may be its sequence's last.
+        gam_next, to_end_next, decay_next = _chunk_gates(
+            gates, n_tokens, hv, HV, bos, eos, c + 1, rows, False
+        )
+        k_c = _load_rows(k + h * K, tok0, rows, rows, H * K, offs_k, mask_k, False, COLS)
+        t_c = _load_rows(tbeta + hv * BT, tok0, rows, rows, HV * BT, rows, rows, False, False)
+        v_c = _load_rows(v + hv * V, tok0, rows, v_rows, HV * V, cols, mask_c, True, COLS)
         v_new, state = _advance(state, state.to(dt), k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
 
     tl.store(affine + row * (V + K) + tl.where(is_m, V, 0) + cols[None, :], state, mask=tile_mask)
@@ -444,6 +476,58 @@ def _gdn_chunk_carry_kernel(
 
 
 @triton.jit
+def _output_chunk(
+    state,
+    heads,
+    gates,
+    n_tokens,
+    bos,
+    eos,
+    c,
+    hv,
+    offs_k,
+    mask_k,
+    offs_v,
+    mask_v,
+    scale,
+    H: tl.constexpr,
+    HV: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    IN_PREC: tl.constexpr,
+    ROWS: tl.constexpr,
+    COLS: tl.constexpr,
+):
+    """One chunk of the state pass on its state tile: the output rows, written, and the next state.
+    ``heads`` = (q, k, v, Tβ, o) at token 0 of this program's heads; ``ROWS`` / ``COLS``: whether the
+    chunk may be partial / the tiles may overhang K or V (``_load_rows``)."""
+    BT: tl.constexpr = 64
+    q_head, k_head, v_head, t_head, o_head = heads
+    rows = tl.arange(0, BT)
+    tok0, ok = _chunk_rows(bos, eos, c, rows)
+    gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows, not ROWS)
+    q_c = _load_rows(q_head, tok0, rows, ok, H * K, offs_k, mask_k, ROWS, COLS)
+    k_c = _load_rows(k_head, tok0, rows, ok, H * K, offs_k, mask_k, ROWS, COLS)
+    t_c = _load_rows(t_head, tok0, rows, ok, HV * BT, rows, rows, ROWS, False)
+    v_c = _load_rows(v_head, tok0, rows, ok, HV * V, offs_v, mask_v, ROWS, COLS)
+    # P = scale (Q Kᵀ ⊙ E) from the tiles loaded anyway: cheaper than a stored P's bytes and shared
+    # memory (it lets two programs per SM pipeline their loads). E from the correctly rounded γ
+    # alone: the difference of two such sums is off by ~|γ|·1e-7, within the fp32 tests' bound.
+    dt = q_head.dtype.element_ty
+    qk = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC)
+    decay = _decay(gam[:, None] - gam[None, :])
+    p_c = tl.where(rows[:, None] >= rows[None, :], qk * (scale * decay), 0.0).to(dt)
+
+    # scale (Q⊙exp(γ)) S as a row scale of Q S, so Q feeds the dot straight from its load.
+    state_op = state.to(dt)
+    out = tl.dot(q_c, state_op, input_precision=IN_PREC) * (tl.exp(gam) * scale)[:, None]
+    v_new, state = _advance(state, state_op, k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
+    out = tl.dot(p_c, v_new.to(dt), acc=out, input_precision=IN_PREC)
+    _store_rows(o_head, tok0, rows, ok, HV * V, offs_v, mask_v, out, ROWS, COLS)
+    return state
+
+
+@triton.jit
 def _gdn_chunk_state_kernel(
     q,
     k,
@@ -495,7 +579,7 @@ def _gdn_chunk_state_kernel(
         for c in range(c_lo, c_hi):
             tok0, ok = _chunk_rows(bos, eos, c, rows)
             zero = tl.zeros([BT, BV], tl.float32)
-            _store_rows(o_head, tok0, rows, ok, HV * V, offs_v, mask_v, zero)
+            _store_rows(o_head, tok0, rows, ok, HV * V, offs_v, mask_v, zero, True, True)
         return
 
     # The state tile S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
@@ -510,27 +594,21 @@ def _gdn_chunk_state_kernel(
         row = _scratch_rows(first_non_last + j - 1, hv, offs_k, HV, K)
         state = tl.load(carry + row * V + offs_v[None, :], mask=tile_mask, other=0.0)
 
-    dt = q.dtype.element_ty
-    for c in range(c_lo, c_hi):
-        tok0, ok = _chunk_rows(bos, eos, c, rows)
-        gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows)
-        q_c = _load_rows(q + h * K, tok0, rows, ok, H * K, offs_k, mask_k)
-        k_c = _load_rows(k + h * K, tok0, rows, ok, H * K, offs_k, mask_k)
-        t_c = _load_rows(tbeta + hv * BT, tok0, rows, ok, HV * BT, rows, rows < BT)
-        v_c = _load_rows(v + hv * V, tok0, rows, ok, HV * V, offs_v, mask_v)
-        # P = scale (Q Kᵀ ⊙ E) from the tiles loaded anyway: cheaper than a stored P's bytes and shared
-        # memory (it lets two programs per SM pipeline their loads). E from the correctly rounded γ
-        # alone: the difference of two such sums is off by ~|γ|·1e-7, within the fp32 tests' bound.
-        qk = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC)
-        decay = _decay(gam[:, None] - gam[None, :])
-        p_c = tl.where(rows[:, None] >= rows[None, :], qk * (scale * decay), 0.0).to(dt)
-
-        # scale (Q⊙exp(γ)) S as a row scale of Q S, so Q feeds the dot straight from its load.
-        state_op = state.to(dt)
-        out = tl.dot(q_c, state_op, input_precision=IN_PREC) * (tl.exp(gam) * scale)[:, None]
-        v_new, state = _advance(state, state_op, k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
-        out = tl.dot(p_c, v_new.to(dt), acc=out, input_precision=IN_PREC)
-        _store_rows(o_head, tok0, rows, ok, HV * V, offs_v, mask_v, out)
+    # Every chunk but a sequence's last is full: those run without row predicates on their tiles (and
+    # without column ones where the tiles divide K and V); a partial last chunk runs after the loop.
+    heads = (q + h * K, k + h * K, v + hv * V, tbeta + hv * BT, o_head)
+    COLS: tl.constexpr = (K != BK) or (V % BV != 0)
+    full_hi = tl.minimum(c_hi, (eos - bos) // BT)
+    for c in range(c_lo, full_hi):
+        state = _output_chunk(
+            state, heads, gates, n_tokens, bos, eos, c, hv, offs_k, mask_k, offs_v, mask_v, scale,
+            H, HV, K, V, IN_PREC, False, COLS,
+        )  # fmt: skip
+    if full_hi < c_hi:
+        state = _output_chunk(
+            state, heads, gates, n_tokens, bos, eos, full_hi, hv, offs_k, mask_k, offs_v, mask_v, scale,
+            H, HV, K, V, IN_PREC, True, True,
+        )  # fmt: skip
 
     if j == n_segs - 1:
         tl.store(s_ptrs, state, mask=tile_mask)
