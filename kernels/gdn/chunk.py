@@ -45,7 +45,10 @@ RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction ev
 scheduler, so the last steps cut instructions (the resources tool's count per chunk step: state pass
 1654 → 1468 with chunk-relative 32-bit row offsets, P masked after its product and ``fast_expf``; the
 intra launch 2816 → 2384 with the merge in Horner's order) and raised the programs per SM (the intra
-launch at 128 registers, the segment pass at 168): 1.12–1.18× faster than at 00:50.
+launch at 128 registers, the segment pass at 168): 1.12–1.18× faster than at 00:50. Since that run,
+full chunks (all but a sequence's last) load and store with no predicates (state step 1468 → 1248,
+segment step 809 → 619): 0.214 / 0.733 / 2.81 / 1.03 ms in a probe at 02:27, 3–7 % faster in one
+process with the code of the 02:10 run.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
