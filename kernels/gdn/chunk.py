@@ -119,7 +119,8 @@ def _load_rows(base, tok0, rows, valid, row_stride, offs, mask, ROWS: tl.constex
     outside the chunk. The chunk's first token ``tok0`` is one 64-bit scalar offset and ``rows`` count
     from it, so the per-element offsets stay 32-bit (rows < 64): a third fewer instructions than 64-bit
     token indices per element. ``ROWS`` / ``COLS``: whether ``valid`` (rows) / ``mask`` (cols) can be
-    false anywhere; a full chunk of a tile that divides its dimension loads with no predicate at all."""
+    false anywhere (when not, the argument is ignored); a full chunk of a tile that divides its
+    dimension loads with no predicate at all."""
     ptrs = base + tok0 * row_stride + rows[:, None] * row_stride + offs[None, :]
     if ROWS and COLS:
         return tl.load(ptrs, mask=valid[:, None] & mask[None, :], other=0.0)
@@ -397,7 +398,7 @@ def _gdn_chunk_segment_kernel(
     c_lo = j * seg_chunks
     gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c_lo, rows, True)
     for c in range(c_lo, c_lo + seg_chunks):
-        tok0 = bos + tl.cast(c, tl.int64) * BT
+        tok0, _ = _chunk_rows(bos, eos, c, rows)
         gam, to_end, chunk_decay = gam_next, to_end_next, decay_next
         # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
         # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe). Masked: the next
@@ -508,6 +509,8 @@ def _output_chunk(
     q_head, k_head, v_head, t_head, o_head = heads
     rows = tl.arange(0, BT)
     tok0, ok = _chunk_rows(bos, eos, c, rows)
+    # Not a step ahead as in the segment pass: here that pushed the spills from 568 to 668 bytes and
+    # made the prefill slower (H200, 2026-11-30 01:07, 3.81 ms at 64k tokens against 3.54).
     gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows, not ROWS)
     q_c = _load_rows(q_head, tok0, rows, ok, H * K, offs_k, mask_k, ROWS, COLS)
     k_c = _load_rows(k_head, tok0, rows, ok, H * K, offs_k, mask_k, ROWS, COLS)
@@ -658,7 +661,7 @@ def launch_config(
       pass, two stages, the intra register cap) 3–8 % faster than the previous one at one stage.
     - The intra launch runs on 4 warps (8: 1.8× slower), capped at 128 registers: four programs per SM,
       no spills (2026-11-30 02:04: 1–3.4 % faster than at 168, three per SM).
-    - The segment pass capped at 168 registers (500 bytes of spills): three programs per SM, so a long
+    - The segment pass capped at 168 registers (some spills): three programs per SM, so a long
       sequence's (M, B) tiles run in one wave (2026-11-30 02:04: 3 % faster at 16k and 64k tokens,
       equal at 4k and on 16×2048).
 
