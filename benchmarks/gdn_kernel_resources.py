@@ -140,7 +140,9 @@ VARIANTS = [
     ("state", "1 stage", dict(BV=_default.block_v), 4, 1),
     ("state", "BV=32, 2 stages", dict(BV=32), 4, 2),
     ("state", "maxnreg 168", dict(BV=_default.block_v), 4, 2, dict(maxnreg=168)),
-    ("carry", "default", dict(BV=_default.block_v), _default.state_warps, 1),
+    ("carry", "default", dict(BV=_default.block_v), _default.carry_warps, _default.carry_stages),
+    ("carry", "2 stages", dict(BV=_default.block_v), _default.carry_warps, 2),
+    ("carry", "8 warps", dict(BV=_default.block_v), 8, _default.carry_stages),
 ]
 
 

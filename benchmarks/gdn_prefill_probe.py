@@ -68,6 +68,8 @@ SWEEP = [
     dict(seg_scale=2),
     dict(block_v=32),
     dict(block_v=128, state_warps=8),
+    dict(carry_stages=2),
+    dict(carry_warps=8),
 ]
 # A configuration counts only if its output is this close to the fp32-input run (IEEE dots).
 MAX_REL_VS_FP32 = 1e-2

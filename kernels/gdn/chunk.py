@@ -639,6 +639,12 @@ class LaunchConfig(NamedTuple):
     # The same for the segment pass: capped at 168 (with some spills) it holds three programs per SM,
     # so the (M, B) tiles of four segments (10 per value head) run in one wave instead of 1.2.
     segment_maxnreg: int | None = None
+    # The carry launch (one program per split sequence and V tile, ~15 µs at 16k tokens, Nsight Compute
+    # 2026-11-30: latency-bound at 0.34 instructions per cycle). One stage: Triton's default three, to
+    # pipeline the K×K loads of M, need 240 KiB of shared memory, more than an SM has (H200, 2026-11-29);
+    # two fit (176 KiB, no spills) and so do 8 warps (no spills): untimed choices for the probe.
+    carry_warps: int = 4
+    carry_stages: int = 1
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
@@ -816,10 +822,8 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
         BV=config.block_v,
         BN=_block_n(N),
         PREC=_solve_precision(dtype),
-        num_warps=config.state_warps,
-        # One stage: pipelining the K×K loads of M (Triton's default, 3 stages) needs 240 KiB of shared
-        # memory, more than an SM has (H200, 2026-11-29).
-        num_stages=1,
+        num_warps=config.carry_warps,
+        num_stages=config.carry_stages,
     )
     return carry
 
