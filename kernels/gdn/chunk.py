@@ -114,22 +114,24 @@ def _locate(cu_seqlens, N, pid, seg_chunks, BN: tl.constexpr, NON_LAST: tl.const
 
 
 @triton.jit
-def _load_rows(base, tok0, rows, valid, row_stride, offs, mask, ROWS: tl.constexpr, COLS: tl.constexpr):
-    """A [rows, cols] tile of a packed [T, heads, cols] tensor (``base``: token 0 of the head), zero
-    outside the chunk. The chunk's first token ``tok0`` is one 64-bit scalar offset and ``rows`` count
-    from it, so the per-element offsets stay 32-bit (rows < 64): a third fewer instructions than 64-bit
-    token indices per element. ``ROWS`` / ``COLS``: whether ``valid`` (rows) / ``mask`` (cols) can be
-    false anywhere (when not, the argument is ignored); a full chunk of a tile that divides its
-    dimension loads with no predicate at all."""
+def _tile(base, tok0, rows, valid, row_stride, offs, mask, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """(pointers, mask) of a [rows, cols] tile of a packed [T, heads, cols] tensor (``base``: token 0 of
+    the head). The chunk's first token ``tok0`` is one 64-bit scalar offset and ``rows`` count from it,
+    so the per-element offsets stay 32-bit (rows < 64): a third fewer instructions than 64-bit token
+    indices per element. ``ROWS`` / ``COLS``: whether ``valid`` (rows) / ``mask`` (cols) can be false
+    anywhere (when not, the argument is ignored and the mask is a constant the compiler drops, so a full
+    chunk of a tile that divides its dimension loads and stores with no predicate at all)."""
     ptrs = base + tok0 * row_stride + rows[:, None] * row_stride + offs[None, :]
-    if ROWS and COLS:
-        return tl.load(ptrs, mask=valid[:, None] & mask[None, :], other=0.0)
-    elif ROWS:
-        return tl.load(ptrs, mask=valid[:, None], other=0.0)
-    elif COLS:
-        return tl.load(ptrs, mask=mask[None, :], other=0.0)
-    else:
-        return tl.load(ptrs)
+    in_rows = valid[:, None] if ROWS else tl.full((rows.shape[0], 1), True, tl.int1)
+    in_cols = mask[None, :] if COLS else tl.full((1, offs.shape[0]), True, tl.int1)
+    return ptrs, in_rows & in_cols
+
+
+@triton.jit
+def _load_rows(base, tok0, rows, valid, row_stride, offs, mask, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """The tile ``_tile`` names, zero outside it."""
+    ptrs, in_tile = _tile(base, tok0, rows, valid, row_stride, offs, mask, ROWS, COLS)
+    return tl.load(ptrs, mask=in_tile, other=0.0)
 
 
 @triton.jit
@@ -137,16 +139,8 @@ def _store_rows(
     base, tok0, rows, valid, row_stride, offs, mask, tile, ROWS: tl.constexpr, COLS: tl.constexpr
 ):
     """Stores a tile where ``_load_rows`` loads it, with the same predicates."""
-    ptrs = base + tok0 * row_stride + rows[:, None] * row_stride + offs[None, :]
-    tile = tile.to(base.dtype.element_ty)
-    if ROWS and COLS:
-        tl.store(ptrs, tile, mask=valid[:, None] & mask[None, :])
-    elif ROWS:
-        tl.store(ptrs, tile, mask=valid[:, None])
-    elif COLS:
-        tl.store(ptrs, tile, mask=mask[None, :])
-    else:
-        tl.store(ptrs, tile)
+    ptrs, in_tile = _tile(base, tok0, rows, valid, row_stride, offs, mask, ROWS, COLS)
+    tl.store(ptrs, tile.to(base.dtype.element_ty), mask=in_tile)
 
 
 @triton.jit
