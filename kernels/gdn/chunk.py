@@ -201,11 +201,14 @@ def _exp(x):
 
 
 @triton.jit
-def _decay(diff):
-    """E_ij = exp(γ_i − γ_j) from diff = γ_i − γ_j, correct on and below the diagonal; above it the
-    exponent is clamped at 0 (it could overflow there) and the caller masks E's product causally,
-    after the product: a select there spilled 156 bytes less in the state pass than a masked E."""
-    return _exp(tl.minimum(diff, 0.0))
+def _exp2(x):
+    """2^x, on a GPU as one ``ex2.approx.ftz`` (what fast_expf does after its multiply by log2 e)."""
+    if _FAST_EXP:
+        return tl.inline_asm_elementwise(
+            "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=tl.float32, is_pure=True, pack=1
+        )
+    else:
+        return tl.exp2(x)
 
 
 @triton.jit
@@ -254,7 +257,8 @@ def _gdn_chunk_intra_kernel(
     tl.store(rows_of_hv, hi, mask=ok)
     after = (tl.sum(g_c.to(tl.float64), 0) - gam).to(tl.float32)
     tl.store(rows_of_hv + tl.cast(n_tokens, tl.int64) * HV, after, mask=ok)
-    decay = _decay((hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :]))
+    # E_ij = exp(γ_i − γ_j); above the diagonal it may overflow to inf, which the select discards.
+    decay = _exp((hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :]))
     a = tl.where(
         rows[:, None] > rows[None, :],
         tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC) * (b_c[:, None] * decay),
@@ -511,12 +515,15 @@ def _output_chunk(
     t_c = _load_rows(t_head, tok0, rows, ok, HV * BT, rows, rows, ROWS, False)
     v_c = _load_rows(v_head, tok0, rows, ok, HV * V, offs_v, mask_v, ROWS, COLS)
     # P = scale (Q Kᵀ ⊙ E) from the tiles loaded anyway: cheaper than a stored P's bytes and shared
-    # memory (it lets two programs per SM pipeline their loads). E from the correctly rounded γ
-    # alone: the difference of two such sums is off by ~|γ|·1e-7, within the fp32 tests' bound.
+    # memory (it lets two programs per SM pipeline their loads). scale·E_ij = 2^(a_i − b_j) with
+    # b = γ·log2 e and a = b + log2(scale): one add and one MUFU an element (the exponent is off by
+    # ~|γ|·2e-7 from the roundings, within the fp32 tests' bound). Above the diagonal it may overflow to
+    # inf; the causal select after the product discards it.
     dt = q_head.dtype.element_ty
     qk = tl.dot(q_c, tl.trans(k_c), input_precision=IN_PREC)
-    decay = _decay(gam[:, None] - gam[None, :])
-    p_c = tl.where(rows[:, None] >= rows[None, :], qk * (scale * decay), 0.0).to(dt)
+    b_log2 = gam * 1.4426950408889634
+    a_log2 = b_log2 + tl.log2(scale)
+    p_c = tl.where(rows[:, None] >= rows[None, :], qk * _exp2(a_log2[:, None] - b_log2[None, :]), 0.0).to(dt)
 
     # scale (Q⊙exp(γ)) S as a row scale of Q S, so Q feeds the dot straight from its load.
     state_op = state.to(dt)
