@@ -38,17 +38,16 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 02:10): 0.235 /
-0.811 / 3.07 ms on one sequence of 4k / 16k / 64k tokens and 1.07 ms on 16×2048, 1.10 / 1.20 / 1.27 /
-2.01× fla; FlashInfer's kernel is still 1.6–2.7× faster. Nsight Compute (16k tokens, 00:25–01:00,
+Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 03:30): 0.213 /
+0.722 / 2.76 ms on one sequence of 4k / 16k / 64k tokens and 1.03 ms on 16×2048, 1.18 / 1.32 / 1.41 /
+2.09× fla; FlashInfer's kernel is still 1.5–2.6× faster. Nsight Compute (16k tokens, 2026-11-30,
 RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every 5–11 cycles per
-scheduler, so the last steps cut instructions (the resources tool's count per chunk step: state pass
-1654 → 1468 with chunk-relative 32-bit row offsets, P masked after its product and ``fast_expf``; the
-intra launch 2816 → 2384 with the merge in Horner's order) and raised the programs per SM (the intra
-launch at 128 registers, the segment pass at 168): 1.12–1.18× faster than at 00:50. Since that run,
-full chunks (all but a sequence's last) load and store with no predicates (state step 1468 → 1248,
-segment step 809 → 619): 0.214 / 0.733 / 2.81 / 1.03 ms in a probe at 02:27, 3–7 % faster in one
-process with the code of the 02:10 run.
+scheduler, so the steps of that day cut instructions (the resources tool's count per chunk step: state
+pass 1654 → 1160 with chunk-relative 32-bit row offsets, P masked after its product, ``fast_expf``,
+full chunks (all but a sequence's last) loaded and stored with no predicates and the decay matrix as
+one ``ex2.approx.ftz`` an element; the intra launch 2816 → 2280, its merge in Horner's order) and
+raised the programs per SM (the intra launch at 128 registers, the segment pass at 168): 1.22–1.31×
+faster than at 00:50 that day.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -643,7 +642,8 @@ class LaunchConfig(NamedTuple):
     # The carry launch (one program per split sequence and V tile, ~15 µs at 16k tokens, Nsight Compute
     # 2026-11-30: latency-bound at 0.34 instructions per cycle). One stage: Triton's default three, to
     # pipeline the K×K loads of M, need 240 KiB of shared memory, more than an SM has (H200, 2026-11-29);
-    # two fit (176 KiB, no spills) and so do 8 warps (no spills): untimed choices for the probe.
+    # two fit (176 KiB, no spills) and so do 8 warps (no spills), but neither moved the total by more
+    # than 1% (H200, 2026-11-30 03:21).
     carry_warps: int = 4
     carry_stages: int = 1
 
