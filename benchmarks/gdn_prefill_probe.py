@@ -10,13 +10,14 @@ divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWE
 and pipeline stages of the state pass; warps of the intra-chunk launch) and prints the best per case.
 ``--against`` also times other copies of ``chunk.py`` (a branch's, written into the tree with ``git show``
 so it travels to the device) at their own defaults on the same inputs: an A/B in one process.
-The last lines printed are a summary table; ``--out`` writes the raw records as JSON lines.
+The last lines printed are a summary table; ``--out`` writes the raw records as JSON lines, each as soon
+as it is measured, so a run cut short by a device call's time limit keeps what it measured.
 
-Measured on the H200 (2026-11-29 23:20, torch 2.11 + triton 3.6; raw rows in
-``benchmarks/results/2026-11-29-2320-h200-prefill_probe.jsonl``, summary in RESULTS.md): in the
-configurations that became ``launch_config``'s defaults, T=4096 0.31 ms, T=16384 1.15 ms, T=65536 4.52 ms,
-16×2048 1.58 ms; the intra-chunk launch is 0.11 / 0.40 / 1.63 / 0.84 ms of those. Output rel RMSE vs the
-fp32-input run: 3.7e-3, except BV=32 at one stage (0.89: a Triton 3.6 sm_90 miscompile).
+Measured on the H200 (2026-11-30 03:44, torch 2.11 + triton 3.6; raw rows in
+``benchmarks/results/2026-11-30-0344-h200-prefill_probe_hv_pdl.jsonl``, summary in RESULTS.md), at
+``launch_config``'s defaults: T=4096 0.209 ms, T=16384 0.718 ms, T=65536 2.75 ms, 16×2048 1.03 ms; the
+intra-chunk launch is 0.050 / 0.186 / 0.735 / 0.375 ms of those. Output rel RMSE vs the fp32-input run:
+3.7e-3 (BV=32 at one stage gave 0.89 on 2026-11-29: a Triton 3.6 sm_90 miscompile).
 """
 
 from __future__ import annotations
@@ -213,6 +214,19 @@ def main() -> None:
             parser.error(f"--against {path}: {type(err).__name__}: {err}")
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     records = []
+    # Emptied here; each row is appended and flushed as soon as it is measured.
+    out_file = open(os.path.join(args.out, "probe.jsonl"), "w") if args.out else None
+
+    def emit(run: dict, name: str, T: int) -> None:
+        run.update(case=name, T=T)
+        if "ms" in run:
+            run["mtok_s"] = T / run["ms"] / 1e3
+        print(json.dumps(run), flush=True)
+        records.append(run)
+        if out_file:
+            out_file.write(json.dumps(run) + "\n")
+            out_file.flush()
+
     for name in args.cases.split(","):
         seqlens = CASES[name]
         T = sum(seqlens)
@@ -222,7 +236,6 @@ def main() -> None:
         fp32 = {**inputs, **{n: inputs[n].float() for n in ("q", "k", "v")}, "state_pool": pool0.clone()}
         o_fp32 = chunk.prefill(**fp32)
         del fp32
-        runs = []
         sweep = args.variations if args.variations is not None else SWEEP if args.sweep else []
         for variation in [None] + sweep:
             try:
@@ -232,23 +245,13 @@ def main() -> None:
                 inputs["state_pool"].copy_(pool0)
                 run = time_config(inputs, variation)
                 run.update(variation=variation or "default", rel_vs_fp32=rel)
-                runs.append(run)
             except Exception as err:  # a configuration that does not compile or fit
-                runs.append(
-                    dict(variation=variation or "default", error=f"{type(err).__name__}: {err}"[:300])
-                )
+                run = dict(variation=variation or "default", error=f"{type(err).__name__}: {err}"[:300])
+            emit(run, name, T)
         for path, module in others.items():
-            runs.append(time_other(module, inputs, pool0, o_fp32) | dict(variation=f"against {path}"))
-        for run in runs:
-            run.update(case=name, T=T)
-            if "ms" in run:
-                run["mtok_s"] = T / run["ms"] / 1e3
-            print(json.dumps(run), flush=True)
-        records.extend(runs)
-    if args.out:
-        with open(os.path.join(args.out, "probe.jsonl"), "w") as f:
-            for run in records:
-                f.write(json.dumps(run) + "\n")
+            emit(time_other(module, inputs, pool0, o_fp32) | dict(variation=f"against {path}"), name, T)
+    if out_file:
+        out_file.close()
 
     print(
         "\ncase      config (BV,warps,stages,intra_warps,seg)  ms   intra ms  seg ms  Mtok/s  fla Mtok/s  x fla  FI Mtok/s"
