@@ -215,6 +215,8 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     records = []
     # Emptied here; each row is appended and flushed as soon as it is measured.
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)  # as gdn_bench.py and gdn_recurrent_probe.py do
     out_file = open(os.path.join(args.out, "probe.jsonl"), "w") if args.out else None
 
     def emit(run: dict, name: str, T: int) -> None:
