@@ -267,7 +267,7 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
-        for name, label, meta, warps, stages, *options in VARIANTS:
+        for name, label, meta, warps, stages, *extra in VARIANTS:
             if name not in wanted:
                 continue
             fn, constexprs = KERNELS[name]
@@ -286,9 +286,9 @@ def main() -> None:
             compiled = triton.compile(
                 source,
                 target=TARGET,
-                options=dict(
-                    num_warps=warps, num_stages=stages, **{k: v for k, v in (options or [{}])[0].items() if v}
-                ),
+                # a compile option set to None (a default register cap of none) is left out
+                options=dict(num_warps=warps, num_stages=stages)
+                | {key: value for options in extra for key, value in options.items() if value is not None},
             )
             tag = f"{name}-{label}".replace(" ", "").replace(",", "_").replace("=", "")
             regs, spills, cubin = _ptxas_info(compiled.asm["ptx"], workdir, tag)
