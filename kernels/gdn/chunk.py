@@ -38,9 +38,9 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 03:30): 0.213 /
-0.722 / 2.76 ms on one sequence of 4k / 16k / 64k tokens and 1.03 ms on 16×2048, 1.18 / 1.32 / 1.41 /
-2.09× fla; FlashInfer's kernel is still 1.5–2.6× faster. Nsight Compute (16k tokens, 2026-11-30,
+Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 04:18): 0.215 /
+0.729 / 2.79 ms on one sequence of 4k / 16k / 64k tokens and 1.04 ms on 16×2048, 1.17 / 1.31 / 1.40 /
+2.04× fla (218–240 TFLOP/s); FlashInfer's kernel is still 1.5–2.6× faster. Nsight Compute (16k tokens, 2026-11-30,
 RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every 5–11 cycles per
 scheduler, so the steps of that day cut instructions (the resources tool's count per chunk step: state
 pass 1654 → 1160 with chunk-relative 32-bit row offsets, P masked after its product, ``fast_expf``,
