@@ -40,8 +40,8 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
 
 Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 04:18): 0.215 /
 0.729 / 2.79 ms on one sequence of 4k / 16k / 64k tokens and 1.04 ms on 16×2048, 1.17 / 1.31 / 1.40 /
-2.04× fla (218–240 TFLOP/s); FlashInfer's kernel is still 1.5–2.6× faster. Nsight Compute (16k tokens, 2026-11-30,
-RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every 5–11 cycles per
+2.04× fla (218–240 TFLOP/s); FlashInfer's kernel is still 1.5–2.6× faster. Nsight Compute (16k
+tokens, 2026-11-30, RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every 5–11 cycles per
 scheduler, so the steps of that day cut instructions (the resources tool's count per chunk step: state
 pass 1654 → 1160 with chunk-relative 32-bit row offsets, P masked after its product, ``fast_expf``,
 full chunks (all but a sequence's last) loaded and stored with no predicates and the decay matrix as
@@ -666,7 +666,10 @@ def launch_config(
       never shorter than four chunks.
     - Two pipelining stages in the state pass: with P made in the pass, two programs per SM still fit
       (105 KiB of shared memory each). 2026-11-30: this form (gate sums from the intra launch, P in the
-      pass, two stages, the intra register cap) 3–8 % faster than the previous one at one stage.
+      pass, two stages, the intra register cap) 3–8 % faster than the previous one at one stage. At
+      two stages Triton issues the next chunk's copies at the end of a step and waits for them at the
+      top of the next, so they hide little (Nsight Compute, 04:35); three stages would hide them behind
+      a whole step but leave one program per SM (153.5 KiB) and were 1.28–1.38× slower (04:42).
     - The intra launch runs on 4 warps (8: 1.8× slower), capped at 128 registers: four programs per SM,
       no spills (2026-11-30 02:04: 1–3.4 % faster than at 168, three per SM).
     - The segment pass capped at 168 registers (some spills): three programs per SM, so a long
