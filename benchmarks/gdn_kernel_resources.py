@@ -207,9 +207,16 @@ def _listing(cubin: Path) -> list[tuple[int, str, tuple[str, int] | None]]:
 
 
 def _longest_loop(listing):
-    """The instructions of the longest loop (from a backward branch's target to the branch), or []."""
+    """The instructions of the longest loop (from a backward branch's target to the branch), or [].
+    A span with an ``EXIT`` in it is no loop: ptxas places the retry of a TMA barrier wait after the
+    kernel's end, and its branch back into the body would otherwise pass for the longest loop."""
+    exits = [a for a, op, _ in listing if op == "EXIT"]
     loops = [
-        (int(op.split("@")[1]), a) for a, op, _ in listing if "@" in op and 0 <= int(op.split("@")[1]) < a
+        (int(op.split("@")[1]), a)
+        for a, op, _ in listing
+        if "@" in op
+        and 0 <= int(op.split("@")[1]) < a
+        and not any(int(op.split("@")[1]) <= e <= a for e in exits)
     ]
     if not loops:
         return []

@@ -92,3 +92,20 @@ def test_lines_names_the_source_lines_that_issue_the_most_instructions():
     counts = [int(line.split()[0]) for line in listed]
     assert counts == sorted(counts, reverse=True) and all(n > 0 for n in counts)
     assert any("fused_recurrent.py:" in line and "tl." in line for line in listed)
+
+
+def test_the_longest_loop_is_a_real_loop_not_a_wait_retry_after_the_kernels_end():
+    # (address, opcode, line) rows as _listing makes them: a loop 0x10..0x30, the kernel's EXIT, and a
+    # barrier-wait retry placed after it that branches back to 0x10 (a longer span, but no loop).
+    check = (
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        "rows = [(0x0, 'MOV', None), (0x10, 'HGMMA', None), (0x20, 'IADD3', None), (0x30, 'BRA@16', None),\n"
+        "        (0x40, 'EXIT', None), (0x50, 'SYNCS', None), (0x60, 'BRA@16', None)]\n"
+        "print([hex(a) for a, _, _ in tool._longest_loop(rows)])\n"
+        "print(tool._longest_loop(rows[:4] + [(0x40, 'EXIT', None)]) == rows[1:4])\n"
+    )
+    done = _run("-c", check)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["['0x10', '0x20', '0x30']", "True"]
