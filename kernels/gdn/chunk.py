@@ -41,8 +41,8 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
 Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 04:18): 0.215 /
 0.729 / 2.79 ms on one sequence of 4k / 16k / 64k tokens and 1.04 ms on 16×2048, 1.17 / 1.31 / 1.40 /
 2.04× fla (218–240 TFLOP/s); FlashInfer's kernel is still 1.5–2.6× faster. Nsight Compute (16k
-tokens, 2026-11-30, RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every 5–11 cycles per
-scheduler, so the steps of that day cut instructions (the resources tool's count per chunk step: state
+tokens, 2026-11-30, RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every
+5–11 cycles per scheduler, so the steps of that day cut instructions (the resources tool's count per chunk step: state
 pass 1654 → 1160 with chunk-relative 32-bit row offsets, P masked after its product, ``fast_expf``,
 full chunks (all but a sequence's last) loaded and stored with no predicates and the decay matrix as
 one ``ex2.approx.ftz`` an element; the intra launch 2816 → 2280, its merge in Horner's order) and
@@ -291,9 +291,9 @@ def _chunk_rows(bos, eos, c, rows):
 def _chunk_gates(gates, n_tokens, hv, HV: tl.constexpr, bos, eos, c, rows, FULL: tl.constexpr):
     """(γ, exp(γ_C − γ_i), exp(γ_C)) of chunk ``c`` of a sequence, from the gate sums the intra launch
     wrote ([2, HV, T]: contiguous loads); zero past the sequence's end (``FULL``: the caller knows the
-    chunk is whole). Triton pipelines only the loads that feed dots, so these wait on memory where they
-    are issued (Nsight Compute: the largest stall of the passes); the segment pass asks for the next
-    chunk's a step ahead."""
+    chunk is whole). In the state pass Triton's pipeliner issues these as ``cp.async`` copies with the
+    tiles, at the end of the step before (sm_90a SASS, 2026-11-30); the segment pass asks for the next
+    chunk's a step ahead itself, which made it 11–13% faster (RESULTS.md, 01:07)."""
     tok0, ok = _chunk_rows(bos, eos, c, rows)
     gam_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens + tok0
     after_of_hv = gam_of_hv + tl.cast(n_tokens, tl.int64) * HV
