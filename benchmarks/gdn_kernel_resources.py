@@ -211,13 +211,8 @@ def _longest_loop(listing):
     A span with an ``EXIT`` in it is no loop: ptxas places the retry of a TMA barrier wait after the
     kernel's end, and its branch back into the body would otherwise pass for the longest loop."""
     exits = [a for a, op, _ in listing if op == "EXIT"]
-    loops = [
-        (int(op.split("@")[1]), a)
-        for a, op, _ in listing
-        if "@" in op
-        and 0 <= int(op.split("@")[1]) < a
-        and not any(int(op.split("@")[1]) <= e <= a for e in exits)
-    ]
+    branches = [(int(op.split("@")[1]), a) for a, op, _ in listing if "@" in op]
+    loops = [(lo, hi) for lo, hi in branches if 0 <= lo < hi and not any(lo <= e <= hi for e in exits)]
     if not loops:
         return []
     lo, hi = max(loops, key=lambda span: span[1] - span[0])

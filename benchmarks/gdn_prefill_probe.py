@@ -3,10 +3,10 @@
     python3 benchmarks/gdn_prefill_probe.py [--sweep | --variations JSON] [--cases A,B] [--against F,G] [--out DIR]
 
 Qwen3-Next shapes (H=16, HV=32, K=V=128), bf16 q/k/v, fp32 g/beta/state, an initial state read and the
-final state written, on ``gdn_bench.py``'s inputs — the method of ``reference/gpu-baseline.md`` so the numbers compare with the peers
-measured there (fla's Triton chunk path and FlashInfer on the same H200 kind). Each timing captures
-``CALLS`` prefill calls in one CUDA graph after a warm-up, replays it, and reports the median replay
-divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWEEP`` (the V tile, warps
+final state written, on ``gdn_bench.py``'s inputs — the method of ``reference/gpu-baseline.md`` so the
+numbers compare with the peers measured there (fla's Triton chunk path and FlashInfer on the same H200
+kind). Each timing captures ``CALLS`` prefill calls in one CUDA graph after a warm-up, replays it, and
+reports the median replay divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWEEP`` (the V tile, warps
 and pipeline stages of the state pass; warps of the intra-chunk launch) and prints the best per case.
 ``--against`` also times other copies of ``chunk.py`` (a branch's, written into the tree with ``git show``
 so it travels to the device) at their own defaults on the same inputs: an A/B in one process.
