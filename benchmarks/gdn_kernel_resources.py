@@ -52,7 +52,7 @@ WARPS_PER_SM = 64
 PROGRAMS_PER_SM = 32
 
 H, HV, K, V = 16, 32, 128, 128
-BF16, F32, I32, I64 = "*bf16", "*fp32", "*i32", "i64"
+BF16, F32, I32, I64P, I64 = "*bf16", "*fp32", "*i32", "*i64", "i64"
 SHAPES = dict(H=H, HV=HV, K=K, V=V, BK=K)
 
 # The sm_90 type of every runtime argument of our GDN kernels, by name: one table, not a signature
@@ -74,6 +74,8 @@ ARG_TYPES = dict(
     carry=F32,
     state_indices=I32,
     cu_seqlens=I32,
+    schedule=I64P,
+    n_programs="i32",
     pool_slot_stride=I64,
     n_tokens="i32",
     seg_chunks="i32",

@@ -139,9 +139,9 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
         try:
             a = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
             run["intra_ms"] = calls_ms(lambda: chunk._launch_intra(*a, cfg))
-            tbeta, gates = chunk._launch_intra(*a, cfg)
+            tbeta, gates, schedule = chunk._launch_intra(*a, cfg)
             seg = (inputs["k"], gates, inputs["v"], tbeta, inputs["state_pool"], inputs["state_indices"])
-            run["segment_ms"] = calls_ms(lambda: chunk._launch_segments(*seg, inputs["cu_seqlens"], cfg))
+            run["segment_ms"] = calls_ms(lambda: chunk._launch_segments(*seg, schedule, cfg))
         except (TypeError, ValueError) as err:
             run.setdefault("intra_ms", float("nan"))
             run.setdefault("segment_ms", float("nan"))

@@ -52,7 +52,10 @@ faster than at 00:50 that day.
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
 segments that are not last); each program finds its sequence by a prefix sum over the per-sequence
-counts in registers, and programs past the end exit at once.
+counts in registers (``_locate``), and programs past the end exit at once. The segment and state
+passes read that answer from a table the intra launch writes (``_write_schedule``): made in their own
+prologue, its values sat in per-thread registers through the chunk loop (resources tool: 12% of the
+state pass's chunk step and half its spills).
 """
 
 from __future__ import annotations
@@ -110,6 +113,36 @@ def _locate(cu_seqlens, N, pid, seg_chunks, BN: tl.constexpr, NON_LAST: tl.const
     n_segs = tl.sum(tl.where(this, segs, 0), 0)
     first_non_last = tl.sum(tl.where(this, tl.cumsum(extra, 0) - extra, 0), 0)
     return n, j, bos, eos, n_segs, first_non_last
+
+
+# Fields of a schedule row: n, j, bos, eos, segments of n, first non-last index (int64; 8 a row, 64 B).
+_SCHEDULE_ROW = tl.constexpr(8)
+
+
+@triton.jit
+def _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN: tl.constexpr):
+    """Row ``pid`` of the two tables (every segment; the non-last ones) that the segment and state
+    passes read instead of running ``_locate`` themselves. There its results, uniform across a program
+    but made by reductions, live through the chunk loop in per-thread registers: ~130 more
+    instructions a step and most of the state pass's spills (gdn_kernel_resources.py)."""
+    if pid < n_programs:
+        for table in tl.static_range(2):
+            n, j, bos, eos, n_segs, first = _locate(cu_seqlens, N, pid, seg_chunks, BN, table == 1)
+            row = schedule + (table * n_programs + pid) * _SCHEDULE_ROW
+            tl.store(row, n.to(tl.int64))
+            tl.store(row + 1, j.to(tl.int64))
+            tl.store(row + 2, bos)
+            tl.store(row + 3, eos)
+            tl.store(row + 4, n_segs.to(tl.int64))
+            tl.store(row + 5, first.to(tl.int64))
+
+
+@triton.jit
+def _scheduled(schedule, pid, n_programs, NON_LAST: tl.constexpr):
+    """``_locate``'s answer for ``pid``, as the intra launch wrote it (``_write_schedule``)."""
+    row = schedule + ((1 if NON_LAST else 0) * n_programs + pid) * _SCHEDULE_ROW
+    n = tl.load(row).to(tl.int32)
+    return n, tl.load(row + 1), tl.load(row + 2), tl.load(row + 3), tl.load(row + 4), tl.load(row + 5)
 
 
 @triton.jit
@@ -221,6 +254,9 @@ def _gdn_chunk_intra_kernel(
     t_out,
     gates,
     n_tokens,
+    schedule,
+    n_programs,
+    seg_chunks,
     N,
     H: tl.constexpr,
     HV: tl.constexpr,
@@ -234,6 +270,8 @@ def _gdn_chunk_intra_kernel(
     pid = tl.program_id(0)
     hv = tl.program_id(1)
     h = hv // (HV // H)
+    if hv == 0:
+        _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
     n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, 1, BN, False)
     if n >= N:
         return
@@ -343,7 +381,8 @@ def _gdn_chunk_segment_kernel(
     tbeta,
     state_pool,
     state_indices,
-    cu_seqlens,
+    schedule,
+    n_programs,
     affine,
     start,
     pool_slot_stride,
@@ -363,7 +402,7 @@ def _gdn_chunk_segment_kernel(
     hv = tl.program_id(1)
     pid = tl.program_id(2)
     h = hv // (HV // H)
-    n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, seg_chunks, BN, True)
+    n, j, bos, eos, n_segs, first_non_last = _scheduled(schedule, pid, n_programs, True)
     if n >= N:
         return
     slot = tl.load(state_indices + n).to(tl.int64)
@@ -545,7 +584,8 @@ def _gdn_chunk_state_kernel(
     o,
     state_pool,
     state_indices,
-    cu_seqlens,
+    schedule,
+    n_programs,
     start,
     carry,
     pool_slot_stride,
@@ -566,7 +606,7 @@ def _gdn_chunk_state_kernel(
     hv = tl.program_id(1)
     pid = tl.program_id(2)
     h = hv // (HV // H)
-    n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, seg_chunks, BN, False)
+    n, j, bos, eos, n_segs, first_non_last = _scheduled(schedule, pid, n_programs, False)
     if n >= N:
         return
     slot = tl.load(state_indices + n).to(tl.int64)
@@ -698,12 +738,10 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     g, beta = g.contiguous(), beta.contiguous()
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
     config = launch_config(T, N, v.shape[1], v.shape[2])
-    tbeta, gates = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
-    affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, cu_seqlens, config)
+    tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
+    affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
-    _launch_state(
-        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, start, carry, scale, config
-    )
+    _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config)
     return o
 
 
@@ -742,13 +780,21 @@ def _common(q, num_v_heads, state_indices):
     )
 
 
+def _segment_programs(T: int, N: int, config) -> int:
+    """The state pass's grid over segments: an upper bound on how many there are, with no host sync."""
+    return T // (CHUNK * config.seg_chunks) + N
+
+
 def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
-    """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, and the fp32 gate sums
-    (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T])."""
+    """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
+    (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
+    passes read ([2, segment programs, 8]: ``_write_schedule``)."""
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta = _empty((T, HV, CHUNK), k.dtype, k.device)
     gates = _empty((2, HV, T), torch.float32, k.device)
+    n_programs = _segment_programs(T, N, config)  # ≤ the intra grid's T // 64 + N programs
+    schedule = _empty((2, n_programs, _SCHEDULE_ROW.value), torch.int64, k.device)
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
         k,
@@ -759,16 +805,19 @@ def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
         tbeta,
         gates,
         T,
+        schedule,
+        n_programs,
+        config.seg_chunks,
         N,
         PREC=_solve_precision(k.dtype),
         num_warps=config.intra_warps,
         **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
         **_common(k, HV, state_indices),
     )
-    return tbeta, gates
+    return tbeta, gates, schedule
 
 
-def _launch_segments(k, gates, v, tbeta, state_pool, state_indices, cu_seqlens, config):
+def _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config):
     """Launch 2 (only if some sequence can be longer than one segment): (M, B) of every segment that
     is not its sequence's last — at most T // (64·seg_chunks) of them — and the first segments' states."""
     T, HV, V = v.shape
@@ -788,7 +837,8 @@ def _launch_segments(k, gates, v, tbeta, state_pool, state_indices, cu_seqlens, 
         tbeta,
         state_pool,
         state_indices,
-        cu_seqlens,
+        schedule,
+        schedule.shape[1],
         affine,
         start,
         state_pool.stride(0),
@@ -833,15 +883,13 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
     return carry
 
 
-def _launch_state(
-    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, start, carry, scale, config
-):
+def _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config):
     """Launch 3: the state pass over every segment with the output fused in; updates the pool in place."""
     T, HV, V = v.shape
     N = state_indices.shape[0]
     if start is None:  # no sequence is split: never read (the kernel never branches there)
         start = carry = state_pool
-    segments = T // (CHUNK * config.seg_chunks) + N
+    segments = schedule.shape[1]  # _segment_programs
     _gdn_chunk_state_kernel[(triton.cdiv(V, config.block_v), HV, segments)](
         q,
         k,
@@ -852,7 +900,8 @@ def _launch_state(
         o,
         state_pool,
         state_indices,
-        cu_seqlens,
+        schedule,
+        segments,
         start,
         carry,
         state_pool.stride(0),

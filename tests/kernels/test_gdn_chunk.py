@@ -24,7 +24,8 @@ EDGE_LENGTHS = [0, 1, 63, 64, 65, 130]
 @pytest.fixture(autouse=True)
 def nan_filled_buffers(monkeypatch):
     def nan_empty(shape, dtype, device):
-        return torch.full(shape, float("nan"), dtype=dtype, device=device)
+        garbage = float("nan") if dtype.is_floating_point else -7  # what a row never written would hold
+        return torch.full(shape, garbage, dtype=dtype, device=device)
 
     monkeypatch.setattr(chunk, "_empty", nan_empty)
 
@@ -138,7 +139,7 @@ def test_the_intra_launch_writes_the_ut_inverse_and_the_gate_sums():
     k, g, beta = (inputs[n].double() for n in ("k", "g", "beta"))
     cfg = chunk.launch_config(k.shape[0], 3, 2, 32)
     args = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
-    tbeta, gates = chunk._launch_intra(*args, cfg)
+    tbeta, gates, _ = chunk._launch_intra(*args, cfg)
     bounds = inputs["cu_seqlens"].tolist()
     for bos, eos in zip(bounds[:-1], bounds[1:]):
         for start in range(bos, eos, chunk.CHUNK):
@@ -245,3 +246,38 @@ def test_random_batches_of_split_and_unsplit_sequences(segments_of, seed):
     pad = int(torch.randint(0, N, (1,), generator=gen)) if N > 1 else 0
     inputs = make_inputs("prefill", N=N, H=1, HV=2, K=16, V=32, seqlens=seqlens, pad=pad, seed=seed)
     _assert_matches(*_run_both(inputs), FP32_BOUND)
+
+
+def _schedule_rows(seqlens, seg_chunks, non_last):
+    """The segment schedule by plain counting: (n, j, bos, eos, segments of n, first non-last index)
+    for every segment (or only the non-last ones) in order."""
+    rows, bos, first = [], 0, 0
+    for n, length in enumerate(seqlens):
+        segments = -(-length // (chunk.CHUNK * seg_chunks))
+        for j in range(max(segments - 1, 0) if non_last else segments):
+            rows.append((n, j, bos, bos + length, segments, first))
+        bos += length
+        first += max(segments - 1, 0)
+    return rows
+
+
+@pytest.mark.parametrize(
+    "seqlens, seg_chunks",
+    [([70, 64, 5], 1), ([0, 300, 1, 129, 0], 2), ([600, 0, 7, 256], 4), ([0], 1), ([64 * 9], 4)],
+)
+def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(seqlens, seg_chunks):
+    # The segment and state passes read where each of their programs works from this table instead of
+    # scanning cu_seqlens: every row against a plain count, idle rows past the last segment marked
+    # n >= N. Padding slots still get rows (the passes skip them by their slot).
+    N = len(seqlens)
+    inputs = make_inputs("prefill", N=N, H=1, HV=2, K=16, V=16, seqlens=seqlens, seed=3)
+    inputs["state_indices"][0] = -1
+    cfg = chunk.launch_config(sum(seqlens), N, 2, 16)._replace(seg_chunks=seg_chunks)
+    args = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
+    _, _, schedule = chunk._launch_intra(*args, cfg)
+    assert schedule.shape[1] == sum(seqlens) // (chunk.CHUNK * seg_chunks) + N
+    for table, non_last in enumerate((False, True)):
+        expected = _schedule_rows(seqlens, seg_chunks, non_last)
+        got = [tuple(row[:6]) for row in schedule[table].tolist()]
+        assert got[: len(expected)] == expected
+        assert all(row[0] >= N for row in got[len(expected) :])

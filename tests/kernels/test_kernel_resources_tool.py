@@ -33,7 +33,7 @@ def test_every_kernel_argument_has_a_type_and_every_constexpr_a_value():
         "    assert not tool.constexpr_gaps(fn, constexprs | meta), (name, label)\n"
         "    types = tool.signature(fn)\n"
         "    assert set(types) | set(constexprs) | set(meta) == set(fn.arg_names), (name, label)\n"
-        "    assert all(kind in (tool.BF16, tool.F32, tool.I32, tool.I64, 'i32', 'fp32') for kind in types.values())\n"
+        "    assert all(kind in (tool.BF16, tool.F32, tool.I32, tool.I64P, tool.I64, 'i32', 'fp32') for kind in types.values())\n"
         "print(len(tool.VARIANTS))\n"
     )
     done = _run("-c", check)
