@@ -90,19 +90,29 @@ KERNELS = {
     "verify": (fused_recurrent._gdn_verify_kernel, SHAPES),
     "intra": (chunk._gdn_chunk_intra_kernel, dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None)),
     "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
-    "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
+    "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
     "carry": (chunk._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
 }
 
 
-def signature(fn) -> dict:
-    """The types of ``fn``'s runtime arguments, from ARG_TYPES."""
+# A tensor-descriptor argument: (the tensor it views, the constexpr or number of its tile's columns);
+# its tiles are 64 rows (a chunk).
+DESCRIPTORS = dict(q_desc=("q", "BK"), k_desc=("k", "BK"), v_desc=("v", "BV"), t_desc=("tbeta", 64))
+
+
+def signature(fn, values: dict | None = None) -> dict:
+    """The types of ``fn``'s runtime arguments, from ARG_TYPES (and DESCRIPTORS, whose tile widths
+    come from the constexpr ``values``)."""
     types = {}
     for param in fn.params:
         if param.is_constexpr:
             continue
         base = param.name.removesuffix("_ptr")
-        if param.name.startswith("stride_"):
+        if param.name in DESCRIPTORS:
+            tensor, cols = DESCRIPTORS[param.name]
+            cols = (values or {}).get(cols, cols)
+            types[param.name] = f"tensordesc<{ARG_TYPES[tensor].lstrip('*')}[64, {cols}]>"
+        elif param.name.startswith("stride_"):
             types[param.name] = I64
         elif base in ARG_TYPES:
             types[param.name] = ARG_TYPES[base]
@@ -290,7 +300,7 @@ def main() -> None:
                     f"{name} ({label}): constexpr values {sorted(gaps)} unlike the kernel's; update KERNELS"
                 )
             try:
-                types = signature(fn)
+                types = signature(fn, constexprs | meta)
             except KeyError as err:
                 sys.exit(err.args[0])
             source = ASTSource(

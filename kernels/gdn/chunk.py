@@ -66,6 +66,7 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 CHUNK = 64
 _SM_COUNT_HINT = 132  # H200; only shapes how many segments a long sequence is cut into
@@ -538,10 +539,13 @@ def _output_chunk(
     IN_PREC: tl.constexpr,
     ROWS: tl.constexpr,
     COLS: tl.constexpr,
+    descs=None,
+    TMA: tl.constexpr = False,
 ):
     """One chunk of the state pass on its state tile: the output rows, written, and the next state.
     ``heads`` = (q, k, v, Tβ, o) at token 0 of this program's heads; ``ROWS`` / ``COLS``: whether the
-    chunk may be partial / the tiles may overhang K or V (``_load_rows``)."""
+    chunk may be partial / the tiles may overhang K or V (``_load_rows``). ``TMA``: a whole chunk's
+    tiles come through ``descs`` = (q, k, v, Tβ tensor descriptors, their column offsets q/k, v, Tβ)."""
     BT: tl.constexpr = 64
     q_head, k_head, v_head, t_head, o_head = heads
     rows = tl.arange(0, BT)
@@ -549,10 +553,18 @@ def _output_chunk(
     # Not a step ahead as in the segment pass: here that pushed the spills from 568 to 668 bytes and
     # made the prefill slower (H200, 2026-11-30 01:07, 3.81 ms at 64k tokens against 3.54).
     gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows, not ROWS)
-    q_c = _load_rows(q_head, tok0, rows, ok, H * K, offs_k, mask_k, ROWS, COLS)
-    k_c = _load_rows(k_head, tok0, rows, ok, H * K, offs_k, mask_k, ROWS, COLS)
-    t_c = _load_rows(t_head, tok0, rows, ok, HV * BT, rows, rows, ROWS, False)
-    v_c = _load_rows(v_head, tok0, rows, ok, HV * V, offs_v, mask_v, ROWS, COLS)
+    if TMA:
+        q_desc, k_desc, v_desc, t_desc, col_qk, col_v, col_t = descs
+        row0 = tok0.to(tl.int32)
+        q_c = q_desc.load([row0, col_qk])
+        k_c = k_desc.load([row0, col_qk])
+        t_c = t_desc.load([row0, col_t])
+        v_c = v_desc.load([row0, col_v])
+    else:
+        q_c = _load_rows(q_head, tok0, rows, ok, H * K, offs_k, mask_k, ROWS, COLS)
+        k_c = _load_rows(k_head, tok0, rows, ok, H * K, offs_k, mask_k, ROWS, COLS)
+        t_c = _load_rows(t_head, tok0, rows, ok, HV * BT, rows, rows, ROWS, False)
+        v_c = _load_rows(v_head, tok0, rows, ok, HV * V, offs_v, mask_v, ROWS, COLS)
     # P = scale (Q Kᵀ ⊙ E) from the tiles loaded anyway: cheaper than a stored P's bytes and shared
     # memory (it lets two programs per SM pipeline their loads). scale·E_ij = 2^(a_i − b_j) with
     # b = γ·log2 e and a = b + log2(scale): one add and one MUFU an element (the exponent is off by
@@ -582,6 +594,10 @@ def _gdn_chunk_state_kernel(
     n_tokens,
     tbeta,
     o,
+    q_desc,
+    k_desc,
+    v_desc,
+    t_desc,
     state_pool,
     state_indices,
     schedule,
@@ -600,6 +616,7 @@ def _gdn_chunk_state_kernel(
     BV: tl.constexpr,
     BN: tl.constexpr,
     IN_PREC: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     BT: tl.constexpr = 64
     i_v = tl.program_id(0)
@@ -646,10 +663,11 @@ def _gdn_chunk_state_kernel(
     heads = (q + h * K, k + h * K, v + hv * V, tbeta + hv * BT, o_head)
     COLS: tl.constexpr = (K != BK) or (V % BV != 0)
     full_hi = tl.minimum(c_hi, (eos - bos) // BT)
+    descs = (q_desc, k_desc, v_desc, t_desc, h * K, hv * V + i_v * BV, hv * BT)
     for c in range(c_lo, full_hi):
         state = _output_chunk(
             state, heads, gates, n_tokens, bos, eos, c, hv, offs_k, mask_k, offs_v, mask_v, scale,
-            H, HV, K, V, IN_PREC, False, COLS,
+            H, HV, K, V, IN_PREC, False, COLS, descs, TMA and not COLS,
         )  # fmt: skip
     if full_hi < c_hi:
         state = _output_chunk(
@@ -883,6 +901,22 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
     return carry
 
 
+def _tile_descriptors(q, k, v, tbeta, block_v: int):
+    """Tensor descriptors (TMA) of the whole-chunk tiles of the state pass: q and k [64, K] of one qk
+    head, v [64, BV], Tβ [64, 64], each over a [T, heads · cols] view. None where the tiles would
+    overhang their head (K not a power of two, V not a multiple of BV) or a view is not 16-byte
+    aligned, as TMA needs; the pass then loads through pointers."""
+    T, H, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    views = [(q.view(T, H * K), K), (k.view(T, H * K), K), (v.view(T, HV * V), block_v)]
+    views.append((tbeta.view(T, HV * CHUNK), CHUNK))
+    if K != _block_k(K) or V % block_v:
+        return None
+    if any(t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16 for t, _ in views):
+        return None
+    return tuple(TensorDescriptor.from_tensor(t, [CHUNK, cols]) for t, cols in views)
+
+
 def _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config):
     """Launch 3: the state pass over every segment with the output fused in; updates the pool in place."""
     T, HV, V = v.shape
@@ -890,6 +924,7 @@ def _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule,
     if start is None:  # no sequence is split: never read (the kernel never branches there)
         start = carry = state_pool
     segments = schedule.shape[1]  # _segment_programs
+    descs = _tile_descriptors(q, k, v, tbeta, config.block_v)
     _gdn_chunk_state_kernel[(triton.cdiv(V, config.block_v), HV, segments)](
         q,
         k,
@@ -898,6 +933,7 @@ def _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule,
         T,
         tbeta,
         o,
+        *(descs or (None,) * 4),
         state_pool,
         state_indices,
         schedule,
@@ -909,6 +945,7 @@ def _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule,
         config.seg_chunks,
         N,
         BV=config.block_v,
+        TMA=descs is not None,
         num_warps=config.state_warps,
         num_stages=config.state_stages,
         V=V,

@@ -281,3 +281,28 @@ def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(seqlens, s
         got = [tuple(row[:6]) for row in schedule[table].tolist()]
         assert got[: len(expected)] == expected
         assert all(row[0] >= N for row in got[len(expected) :])
+
+
+def test_tensor_descriptor_and_pointer_tiles_give_the_same_prefill(monkeypatch):
+    # The state pass loads a whole chunk's tiles through TMA descriptors where the shapes allow and
+    # through pointers otherwise: both paths on the same inputs (split sequences, a partial last
+    # chunk, padding) agree, and the descriptors were really taken.
+    inputs = make_inputs("prefill", N=4, H=2, HV=4, K=32, V=32, seqlens=[300, 64, 0, 130], pad=2, seed=9)
+    cfg = chunk.launch_config(494, 4, 4, 32)._replace(seg_chunks=2)
+    monkeypatch.setattr(chunk, "launch_config", lambda *args, **kwargs: cfg)
+    made = []
+    real = chunk._tile_descriptors
+
+    def counting(*args):
+        made.append(real(*args))
+        return made[-1]
+
+    monkeypatch.setattr(chunk, "_tile_descriptors", counting)
+    via_tma = clone_inputs(inputs)
+    o_tma = gdn.prefill(**via_tma, backend="triton")
+    assert made and made[0] is not None
+    monkeypatch.setattr(chunk, "_tile_descriptors", lambda *args: None)
+    via_ptr = clone_inputs(inputs)
+    o_ptr = gdn.prefill(**via_ptr, backend="triton")
+    assert rel_rmse(o_tma, o_ptr) <= 1e-6
+    assert rel_rmse(via_tma["state_pool"], via_ptr["state_pool"]) <= 1e-6
