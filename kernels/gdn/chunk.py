@@ -374,6 +374,59 @@ def _advance(state, state_op, k_c, t_beta, v_c, gam, to_end, chunk_decay, dt, IN
 
 
 @triton.jit
+def _segment_chunks(
+    state,
+    k,
+    gates,
+    n_tokens,
+    v,
+    tbeta,
+    bos,
+    eos,
+    c_lo,
+    seg_chunks,
+    h,
+    hv,
+    offs_k,
+    mask_k,
+    v_cols,
+    mask_v,
+    H: tl.constexpr,
+    HV: tl.constexpr,
+    K: tl.constexpr,
+    V: tl.constexpr,
+    BV: tl.constexpr,
+    IN_PREC: tl.constexpr,
+    COLS: tl.constexpr,
+    HAS_V: tl.constexpr,
+):
+    """The segment pass's chunk loop on one column tile: the recurrence over ``seg_chunks`` full chunks
+    from ``state``, with the real V (``HAS_V``, a tile of B) or V = 0 (a tile of M)."""
+    BT: tl.constexpr = 64
+    dt = k.dtype.element_ty
+    rows = tl.arange(0, BT)
+    c_last = c_lo + seg_chunks - 1
+    gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c_lo, rows, True)
+    for c in range(c_lo, c_lo + seg_chunks):
+        tok0, _ = _chunk_rows(bos, eos, c, rows)
+        gam, to_end, chunk_decay = gam_next, to_end_next, decay_next
+        # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
+        # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe). Within the segment,
+        # whose chunks are all full, so unmasked: its last step loads its own chunk again, unused.
+        gam_next, to_end_next, decay_next = _chunk_gates(
+            gates, n_tokens, hv, HV, bos, eos, tl.minimum(c + 1, c_last), rows, True
+        )
+        k_c = _load_rows(k + h * K, tok0, rows, rows, H * K, offs_k, mask_k, False, COLS)
+        t_c = _load_rows(tbeta + hv * BT, tok0, rows, rows, HV * BT, rows, rows, False, False)
+        if HAS_V:
+            v_c = _load_rows(v + hv * V, tok0, rows, rows, HV * V, v_cols, mask_v, False, COLS)
+        else:
+            v_c = tl.zeros([BT, BV], dt)
+        v_new, state = _advance(state, state.to(dt), k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
+    return state
+
+
+@triton.jit
 def _gdn_chunk_segment_kernel(
     k,
     gates,
@@ -398,7 +451,6 @@ def _gdn_chunk_segment_kernel(
     BN: tl.constexpr,
     IN_PREC: tl.constexpr,
 ):
-    BT: tl.constexpr = 64
     i_c = tl.program_id(0)
     hv = tl.program_id(1)
     pid = tl.program_id(2)
@@ -427,27 +479,20 @@ def _gdn_chunk_segment_kernel(
     else:
         state = tl.where(is_m & (offs_k[:, None] == cols[None, :]), 1.0, 0.0)
 
-    dt = k.dtype.element_ty
-    rows = tl.arange(0, BT)
     # A segment that is not its sequence's last has only full chunks: no row predicates on its tiles,
     # and none on the columns where the tiles divide K and V.
     COLS: tl.constexpr = (K != BK) or (K % BV != 0) or (V % BV != 0)
-    v_rows = rows < tl.where(i_c < NV, BT, 0)  # M: V = 0
-    c_lo = j * seg_chunks
-    gam_next, to_end_next, decay_next = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c_lo, rows, True)
-    for c in range(c_lo, c_lo + seg_chunks):
-        tok0, _ = _chunk_rows(bos, eos, c, rows)
-        gam, to_end, chunk_decay = gam_next, to_end_next, decay_next
-        # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
-        # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe). Masked: the next
-        # segment's first chunk may be its sequence's last.
-        gam_next, to_end_next, decay_next = _chunk_gates(
-            gates, n_tokens, hv, HV, bos, eos, c + 1, rows, False
-        )
-        k_c = _load_rows(k + h * K, tok0, rows, rows, H * K, offs_k, mask_k, False, COLS)
-        t_c = _load_rows(tbeta + hv * BT, tok0, rows, rows, HV * BT, rows, rows, False, False)
-        v_c = _load_rows(v + hv * V, tok0, rows, v_rows, HV * V, cols, mask_c, True, COLS)
-        v_new, state = _advance(state, state.to(dt), k_c, t_c, v_c, gam, to_end, chunk_decay, dt, IN_PREC)
+    # M's columns run with V = 0: a loop of their own that loads no v (two copies of the chunk step).
+    if is_m:
+        state = _segment_chunks(
+            state, k, gates, n_tokens, v, tbeta, bos, eos, j * seg_chunks, seg_chunks, h, hv, offs_k, mask_k,
+            cols, mask_c, H, HV, K, V, BV, IN_PREC, COLS, False,
+        )  # fmt: skip
+    else:
+        state = _segment_chunks(
+            state, k, gates, n_tokens, v, tbeta, bos, eos, j * seg_chunks, seg_chunks, h, hv, offs_k, mask_k,
+            i_c * BV + tl.arange(0, BV), i_c * BV + tl.arange(0, BV) < V, H, HV, K, V, BV, IN_PREC, COLS, True,
+        )  # fmt: skip
 
     tl.store(affine + row * (V + K) + tl.where(is_m, V, 0) + cols[None, :], state, mask=tile_mask)
 
