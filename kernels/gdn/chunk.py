@@ -38,16 +38,16 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 04:18): 0.215 /
-0.729 / 2.79 ms on one sequence of 4k / 16k / 64k tokens and 1.04 ms on 16×2048, 1.17 / 1.31 / 1.40 /
-2.04× fla (218–240 TFLOP/s); FlashInfer's kernel is still 1.5–2.6× faster. Nsight Compute (16k
+Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 05:50): 0.199 /
+0.664 / 2.52 ms on one sequence of 4k / 16k / 64k tokens and 0.948 ms on 16×2048, 1.26 / 1.44 / 1.55 /
+2.27× fla (239–265 TFLOP/s); FlashInfer's kernel is still 1.35–2.4× faster. Nsight Compute (16k
 tokens, 2026-11-30, RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every
-5–11 cycles per scheduler, so the steps of that day cut instructions (the resources tool's count per chunk step: state
-pass 1654 → 1160 with chunk-relative 32-bit row offsets, P masked after its product, ``fast_expf``,
-full chunks (all but a sequence's last) loaded and stored with no predicates and the decay matrix as
-one ``ex2.approx.ftz`` an element; the intra launch 2816 → 2280, its merge in Horner's order) and
-raised the programs per SM (the intra launch at 128 registers, the segment pass at 168): 1.22–1.31×
-faster than at 00:50 that day.
+5–11 cycles per scheduler, so the steps of that day cut instructions (the resources tool's count per chunk
+step: state pass 1654 → 1056 with chunk-relative 32-bit row offsets, P masked after its product,
+``fast_expf``, full chunks (all but a sequence's last) loaded and stored with no predicates, the decay
+matrix as one ``ex2.approx.ftz`` an element and the segment schedule read from a table; the intra launch
+2816 → 2280, its merge in Horner's order, 2600 since it writes the schedule) and raised the programs per SM (the intra launch at 128
+registers, the segment pass at 168): 1.32–1.43× faster than at 00:50 that day.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
