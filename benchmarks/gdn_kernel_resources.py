@@ -1,6 +1,6 @@
 """What our GDN Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state] [--sass DIR] [--lines N]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state] [--sass DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
@@ -37,10 +37,12 @@ os.environ.pop("TRITON_INTERPRET", None)  # compile for the GPU even under the t
 import triton  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
+from triton.experimental.gluon import language as gl  # noqa: E402
+from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernels.gdn import chunk, fused_recurrent  # noqa: E402
+from kernels.gdn import chunk, chunk_gluon, fused_recurrent  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -92,12 +94,15 @@ KERNELS = {
     "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
     "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
     "carry": (chunk._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
+    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V)),
 }
 
 
 # A tensor-descriptor argument: (the tensor it views, the constexpr or number of its tile's columns);
 # its tiles are 64 rows (a chunk).
-DESCRIPTORS = dict(q_desc=("q", "BK"), k_desc=("k", "BK"), v_desc=("v", "BV"), t_desc=("tbeta", 64))
+DESCRIPTORS = dict(
+    q_desc=("q", "BK"), k_desc=("k", "BK"), v_desc=("v", "BV"), t_desc=("tbeta", 64), o_desc=("o", "BV")
+)
 
 
 def signature(fn, values: dict | None = None) -> dict:
@@ -110,8 +115,15 @@ def signature(fn, values: dict | None = None) -> dict:
         base = param.name.removesuffix("_ptr")
         if param.name in DESCRIPTORS:
             tensor, cols = DESCRIPTORS[param.name]
-            cols = (values or {}).get(cols, cols)
-            types[param.name] = f"tensordesc<{ARG_TYPES[tensor].lstrip('*')}[64, {cols}]>"
+            values = values or {}
+            cols = values.get(cols, values.get("K") if cols == "BK" else cols)
+            dtype = ARG_TYPES[tensor].lstrip("*")
+            types[param.name] = f"tensordesc<{dtype}[64, {cols}]>"
+            if fn.is_gluon():  # a Gluon descriptor's type names its shared-memory layout too
+                layout = gl.NVMMASharedLayout.get_default_for(
+                    [64, cols], getattr(gl, {"bf16": "bfloat16"}[dtype])
+                )
+                types[param.name] = f"tensordesc<{dtype}[64, {cols}],{layout}>"
         elif param.name.startswith("stride_"):
             types[param.name] = I64
         elif base in ARG_TYPES:
@@ -164,6 +176,7 @@ VARIANTS = [
     ("carry", "default", dict(BV=_default.block_v), _default.carry_warps, _default.carry_stages),
     ("carry", "2 stages", dict(BV=_default.block_v), _default.carry_warps, 2),
     ("carry", "8 warps", dict(BV=_default.block_v), 8, _default.carry_stages),
+    ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V), 4, 1),
 ]
 
 
@@ -236,7 +249,12 @@ def _print_lines(rows, top: int, scope: str) -> None:
     counts = Counter(where for _, _, where in rows if where)
     for (file, line), n in counts.most_common(top):
         path = next(
-            (p for p in (Path(chunk.__file__), Path(fused_recurrent.__file__)) if p.name == file), None
+            (
+                p
+                for p in map(Path, (chunk.__file__, chunk_gluon.__file__, fused_recurrent.__file__))
+                if p.name == file
+            ),
+            None,
         )
         text = path.read_text().splitlines()[line - 1].strip() if path else ""
         print(f"    {n:5d} of the {scope}'s {len(rows):5d}  {file}:{line}  {text[:90]}")
@@ -285,7 +303,7 @@ def main() -> None:
         )
     print(f"triton {triton.__version__}, target sm_90a; Qwen3-Next shapes H={H} HV={HV} K={K} V={V}, bf16")
     print(
-        f"{'kernel':8s} {'variant':15s} {'warps':>5s} {'stages':>6s} {'regs':>4s} {'spill B':>7s} "
+        f"{'kernel':11s} {'variant':15s} {'warps':>5s} {'stages':>6s} {'regs':>4s} {'spill B':>7s} "
         f"{'smem KiB':>8s} {'per SM':>6s}  {'limited by':13s} {'HGMMA':>5s} {'LDL+STL':>7s} {'BAR':>4s} {'loop':>5s}  sass"
     )
     with tempfile.TemporaryDirectory() as tmp:
@@ -303,7 +321,7 @@ def main() -> None:
                 types = signature(fn, constexprs | meta)
             except KeyError as err:
                 sys.exit(err.args[0])
-            source = ASTSource(
+            source = (GluonASTSource if fn.is_gluon() else ASTSource)(
                 fn=fn, signature=types, constexprs=constexprs | meta, attrs=_aligned(fn, types)
             )
             compiled = triton.compile(
@@ -327,7 +345,7 @@ def main() -> None:
             listing = _listing(cubin)
             loop = _longest_loop(listing)
             print(
-                f"{name:8s} {label:15s} {warps:5d} {stages:6d} {regs:4d} {spills:7d} {shared / 1024:8.1f} "
+                f"{name:11s} {label:15s} {warps:5d} {stages:6d} {regs:4d} {spills:7d} {shared / 1024:8.1f} "
                 f"{fit:6d}  {limit:13s} {mma:5d} {local:7d} {bars:4d} {len(loop) or '-':>5}  {_sass_hash(sass)}",
                 flush=True,
             )

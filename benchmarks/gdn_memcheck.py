@@ -2,7 +2,8 @@
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py
 
-Covers our Triton prefill / decode / verify and the FlashInfer adapters (when flashinfer imports), with
+Covers our Triton prefill / decode / verify, the prefill with the Gluon state pass (``triton+gluon``, on
+sm_90) and the FlashInfer adapters (when flashinfer imports), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. Each case also checks the result against the torch reference, so
@@ -22,6 +23,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kerne
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse  # noqa: E402
 
 from kernels import gdn  # noqa: E402
+from kernels.gdn import chunk  # noqa: E402
+
+
+def _prefill_with_gluon_state(**inputs):
+    """The Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state passes."""
+    default = chunk.launch_config
+    chunk.launch_config = lambda *a, **kw: default(*a, **kw)._replace(gluon_state=True)
+    try:
+        return gdn.prefill(**inputs, backend="triton")
+    finally:
+        chunk.launch_config = default
+
 
 CASES = [
     # phase, shapes, extra
@@ -40,6 +53,8 @@ def main() -> int:
         print("gdn_memcheck.py needs a CUDA GPU", file=sys.stderr)
         return 2
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
+    if torch.cuda.get_device_capability() == (9, 0):
+        backends.append("triton+gluon")
     failures = 0
     for phase, shapes, _ in CASES:
         inputs = make_inputs(phase, dtype=torch.bfloat16, device="cuda", seed=7, **shapes)
@@ -48,8 +63,13 @@ def main() -> int:
         for backend in backends:
             if backend == "flashinfer" and (shapes["K"] != 128 or shapes["V"] != 128):
                 continue  # FlashInfer's GDN kernels are built for 128-wide heads only
+            if backend == "triton+gluon" and phase != "prefill":
+                continue  # a state pass of the prefill only
             run = clone_inputs(inputs)
-            out = getattr(gdn, phase)(**run, backend=backend)
+            if backend == "triton+gluon":
+                out = _prefill_with_gluon_state(**run)
+            else:
+                out = getattr(gdn, phase)(**run, backend=backend)
             torch.cuda.synchronize()
             err = rel_rmse(out.float(), ref.float())
             ok = err <= 1e-2

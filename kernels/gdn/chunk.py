@@ -49,6 +49,10 @@ matrix as one ``ex2.approx.ftz`` an element and the segment schedule read from a
 2816 → 2280, its merge in Horner's order, 2600 since it writes the schedule) and raised the programs per SM (the intra launch at 128
 registers, the segment pass at 168): 1.32–1.43× faster than at 00:50 that day.
 
+On sm_90, ``LaunchConfig.gluon_state`` replaces passes 2 and 3 by ``chunk_gluon``'s one Gluon kernel
+(every sequence unsplit, copies and dots scheduled by hand): as a probe of one sequence it was 1.19–1.39×
+faster and bit-identical (RESULTS.md, 2026-11-30); off by default until its GPU tests have run.
+
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
 segments that are not last); each program finds its sequence by a prefix sum over the per-sequence
@@ -750,6 +754,10 @@ class LaunchConfig(NamedTuple):
     # than 1% (H200, 2026-11-30 03:21).
     carry_warps: int = 4
     carry_stages: int = 1
+    # The segment, carry and state passes replaced by ``chunk_gluon``'s one Gluon kernel (sm_90, 16-bit
+    # q/k/v; every sequence unsplit). Off until its GPU tests and memcheck have run on the H200: as a
+    # probe of one sequence it was 1.19–1.39x faster than these passes and bit-identical to them (2026-11-30).
+    gluon_state: bool = False
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
@@ -801,11 +809,26 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     g, beta = g.contiguous(), beta.contiguous()
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
     config = launch_config(T, N, v.shape[1], v.shape[2])
+    if _gluon_state(q, v, config):
+        from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
+
+        tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
+        chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale)
+        return o
     tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
     _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config)
     return o
+
+
+def _gluon_state(q: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
+    """Whether this call's state pass is ``chunk_gluon``'s (asked for, and it applies here)."""
+    if not config.gluon_state or _INTERPRET:
+        return False
+    from kernels.gdn import chunk_gluon
+
+    return chunk_gluon.supported(q, v)
 
 
 def _input_precision(dtype: torch.dtype) -> str | None:

@@ -1,0 +1,340 @@
+"""The chunked prefill's state pass in Gluon, for sm_90 (H100 / H200): ``chunk.py``'s segment, carry and
+state passes replaced by one kernel, with the same math and roundings (``chunk._output_chunk``).
+
+Why Gluon: in Triton 3.6's kernel language the compiler places each chunk step's copy waits and picks
+each dot operand's register layout; Gluon (shipped inside Triton 3.6) states both. Per program — one
+(V tile of 32, value head, sequence), 4 warps, the whole sequence, never split:
+
+- the q / k / v / Tβ tiles of full chunk c+1 are copied by TMA at the top of step c into the second of
+  two buffers (an mbarrier per buffer), so they land while step c runs;
+- K S, Q S and Q Kᵀ are async wgmma on the tiles where they landed; the state stays in the wgmma
+  accumulator layout and enters the dots as a bf16 B operand through shared memory, as do V − K S
+  (for Tβ(·)) and v_new; P is a register A operand;
+- the output rows' dot of step c completes behind the first dots of step c+1 and leaves by TMA store;
+- the gate sums of chunk c+1 are loaded at the top of step c and used only after step c's last wait
+  (arithmetic on them right at the load stalled every step on its latency, 22% of the samples;
+  arithmetic at the top of the next step made ptxas serialize the wgmmas, C7515).
+
+A sequence's partial last chunk runs once more after the loop with masked pointer loads into the same
+shared-memory tiles and masked stores (TMA tiles would reach into the next sequence's rows).
+
+Measured as a probe of one unsplit sequence of full chunks (benchmarks/RESULTS.md, "A state pass in
+Gluon", H200 2026-11-30 06:07, branch ``gluon-state-probe``): outputs and states bit-identical to
+``chunk.py``'s; 1.34–1.40 µs a chunk step against ~4.2 for the Triton state pass; the whole prefill
+0.140 / 0.533 / 2.104 ms on 4k / 16k / 64k tokens (1.79 / 1.79 / 1.86× fla). This general form (varlen,
+partial chunks, padding slots) has not yet run on a GPU: ``chunk.LaunchConfig.gluon_state`` is off by
+default until ``tests/kernels/test_gdn_chunk_gluon_gpu.py`` and memcheck have passed on the H200.
+"""
+
+from __future__ import annotations
+
+import torch
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+CHUNK = 64
+BLOCK_V = 32  # 128 programs per sequence at HV = 32, V = 128 (16: 6–10% slower, 64: spills; 2026-11-30)
+_LOG2E = gl.constexpr(1.4426950408889634)
+_GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
+
+
+def supported(q: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether this pass applies: an sm_90 GPU, 16-bit q/k/v, K of 64 or 128 (one TMA tile wide),
+    V a multiple of the V tile."""
+    if not q.is_cuda or q.dtype not in _GL_DTYPES or v.dtype != q.dtype:
+        return False
+    if torch.cuda.get_device_capability(q.device) != (9, 0):
+        return False
+    return q.shape[2] in (64, 128) and v.shape[2] % BLOCK_V == 0
+
+
+@gluon.jit
+def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t):
+    """The gate sums of the chunk at ``tok0`` as loaded (rows past ``n_rows`` as 0): γ by rows of both
+    tile shapes and by columns, γ_C − γ by rows, and γ_0, γ_C − γ_0. No arithmetic here (see above)."""
+    gam_v = gl.load(gam_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0)
+    after_v = gl.load(after_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0)
+    gam0 = gl.load(gam_of_hv + tok0)
+    after0 = gl.load(after_of_hv + tok0)
+    b_row = gl.load(gam_of_hv + tok0 + r_t, mask=r_t < n_rows, other=0.0)
+    b_col = gl.load(gam_of_hv + tok0 + c_t, mask=c_t < n_rows, other=0.0)
+    return gam_v, after_v, gam0, after0, b_row, b_col
+
+
+@gluon.jit
+def _gates_ready(loads):
+    """(γ, exp(γ_C − γ), exp(γ_C), γ·log2 e by rows, by columns) from ``_gate_loads``."""
+    gam_v, after_v, gam0, after0, b_row, b_col = loads
+    return gam_v, gl.exp(after_v), gl.exp(gam0 + after0), b_row * _LOG2E, b_col * _LOG2E
+
+
+@gluon.jit
+def _issue_reads(q_t, k_t, s_s, acc_v: gl.constexpr, acc_t: gl.constexpr, BV: gl.constexpr):
+    """K S, Q S and Q Kᵀ as async wgmma, in the order the step waits for them."""
+    ks = warpgroup_mma(k_t, s_s, gl.zeros([64, BV], gl.float32, acc_v), use_acc=False, is_async=True)
+    qs = warpgroup_mma(q_t, s_s, gl.zeros([64, BV], gl.float32, acc_v), use_acc=False, is_async=True)
+    qk = warpgroup_mma(
+        q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc_t), use_acc=False, is_async=True
+    )
+    return ks, qs, qk
+
+
+@gluon.jit
+def _finish(
+    ks, qs, qk, state, k_t, v_t, t_t, u_s, n_s, d_s, gates, log2_scale, scale,
+    acc_v: gl.constexpr, p_op: gl.constexpr, r_t, c_t,
+):  # fmt: skip
+    """The rest of a chunk step once ``_issue_reads`` is in flight (and nothing else but them):
+    ``v_new = Tβ (V − exp(γ)⊙(K S))``, ``P = scale (Q Kᵀ ⊙ E)``, the next state
+    ``exp(γ_C) S + Kᵀ (exp(γ_C − γ)⊙v_new)`` (waited for) and the output rows
+    ``scale exp(γ)⊙(Q S) + P v_new`` (returned in flight, with P, its register operand)."""
+    dt: gl.constexpr = u_s.dtype
+    gam_v, to_end, decay_c, b_row, b_col = gates
+    v_c = v_t.load(acc_v).to(gl.float32)
+    ks = warpgroup_mma_wait(num_outstanding=2, deps=(ks,))
+    u_s.store((v_c - ks * gl.exp(gam_v)[:, None]).to(dt))
+    fence_async_shared()
+    gl.thread_barrier()
+    v_new = warpgroup_mma(t_t, u_s, gl.zeros_like(ks), use_acc=False, is_async=True)
+
+    # P while Tβ (·) runs; above the diagonal E may overflow to inf, which the select discards.
+    qs, qk = warpgroup_mma_wait(num_outstanding=1, deps=(qs, qk))
+    e = gl.exp2((b_row + log2_scale)[:, None] - b_col[None, :])
+    p = gl.convert_layout(gl.where(r_t[:, None] >= c_t[None, :], qk * e, 0.0).to(dt), p_op)
+    o_init = qs * (gl.exp(gam_v) * scale)[:, None]
+
+    v_new = warpgroup_mma_wait(num_outstanding=0, deps=(v_new,))
+    n_s.store(v_new.to(dt))
+    d_s.store((v_new * to_end[:, None]).to(dt))
+    fence_async_shared()
+    gl.thread_barrier()
+    # The state first: the caller waits for it alone; the output rows complete behind it.
+    state = warpgroup_mma(k_t.permute((1, 0)), d_s, state * decay_c, is_async=True)
+    out = warpgroup_mma(p, n_s, o_init, is_async=True)
+    state = warpgroup_mma_wait(num_outstanding=1, deps=(state,))
+    return out, p, state
+
+
+@gluon.jit
+def _store_state_operand(s_s, state):
+    """The state as this step's bf16 B operand (after everyone is done with the previous one)."""
+    s_s.store(state.to(s_s.dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+
+
+@gluon.jit
+def _tma_out(o_desc, o_s, out, row, col):
+    """The output rows of a full chunk through shared memory and a TMA store (the previous store must
+    have left ``o_s``)."""
+    tma.store_wait(pendings=0)
+    gl.thread_barrier()
+    o_s.store(out.to(o_s.dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+    tma.async_copy_shared_to_global(o_desc, [row, col], o_s)
+
+
+@gluon.jit
+def _load_tile(dst, base, tok0, n_rows, row_stride, COLS: gl.constexpr, layout: gl.constexpr):
+    """Rows [tok0, tok0 + n_rows) of a [T, row_stride] tensor's column block at ``base`` into the shared
+    tile ``dst`` ([64, COLS]), rows past ``n_rows`` as zeros: a partial chunk, which TMA would fill from
+    the next sequence's rows."""
+    rows = gl.arange(0, 64, layout=gl.SliceLayout(1, layout))
+    cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
+    ptrs = base + (tok0 + rows.to(gl.int64))[:, None] * row_stride + cols[None, :]
+    dst.store(gl.load(ptrs, mask=(rows < n_rows)[:, None], other=0.0))
+
+
+@gluon.jit
+def _gdn_gluon_state_kernel(
+    q_desc, k_desc, v_desc, t_desc, o_desc,
+    q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
+    n_tokens, pool_slot_stride, scale,
+    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+):  # fmt: skip
+    i_v = gl.program_id(0)
+    hv = gl.program_id(1)
+    n = gl.program_id(2)
+    h = hv // (HV // H)
+    col_qk = h * K
+    col_v = hv * V + i_v * BV
+    col_t = hv * 64
+    bos = gl.load(cu_seqlens + n)
+    eos = gl.load(cu_seqlens + n + 1)
+    n_full = (eos - bos) // 64
+    tail = (eos - bos) % 64
+    n_chunks = (eos - bos + 63) // 64
+    slot = gl.load(state_indices + n).to(gl.int64)
+
+    # wgmma accumulators: [64 | K, BV] tiles (K S, Q S, v_new, the output rows, the state), [64, 64] (Q Kᵀ).
+    acc_v: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BV, 16]
+    )
+    acc_t: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
+    )
+    p_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_v, k_width=2)
+    rows_v: gl.constexpr = gl.SliceLayout(1, acc_v)
+    cols_v: gl.constexpr = gl.SliceLayout(0, acc_v)
+    rows_t: gl.constexpr = gl.SliceLayout(1, acc_t)
+    cols_t: gl.constexpr = gl.SliceLayout(0, acc_t)
+    ld_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])  # partial-chunk loads
+    r_v = gl.arange(0, 64, layout=rows_v)
+    c_v = gl.arange(0, BV, layout=cols_v)
+    r_t = gl.arange(0, 64, layout=rows_t)
+    c_t = gl.arange(0, 64, layout=cols_t)
+    o_rows = o + (col_v + c_v)[None, :]  # + token * HV * V
+
+    if slot < 0:
+        # Padding: nothing read or written in the pool, output rows zero.
+        for c in range(n_chunks):
+            tok = bos + c * 64 + r_v
+            gl.store(o_rows + tok.to(gl.int64)[:, None] * (HV * V), gl.zeros([64, BV], o.dtype.element_ty, acc_v),
+                     mask=(tok < eos)[:, None])  # fmt: skip
+        return
+    if n_chunks == 0:
+        return  # an empty sequence: its state is its initial state, the pool row as it is
+
+    dt: gl.constexpr = q_desc.dtype
+    q_s = gl.allocate_shared_memory(dt, [2, 64, K], q_desc.layout)
+    k_s = gl.allocate_shared_memory(dt, [2, 64, K], k_desc.layout)
+    v_s = gl.allocate_shared_memory(dt, [2, 64, BV], v_desc.layout)
+    t_s = gl.allocate_shared_memory(dt, [2, 64, 64], t_desc.layout)
+    o_s = gl.allocate_shared_memory(dt, [64, BV], o_desc.layout)
+    b_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BV], dt)
+    s_s = gl.allocate_shared_memory(dt, [K, BV], gl.NVMMASharedLayout.get_default_for([K, BV], dt))
+    u_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # V − exp(γ)⊙(K S)
+    n_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # v_new
+    d_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # exp(γ_C − γ)⊙v_new
+    bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    mbarrier.init(bars.index(0), count=1)
+    mbarrier.init(bars.index(1), count=1)
+    nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
+
+    # The first full chunk's tiles; each step then asks for the next one's first.
+    first = n_full > 0
+    mbarrier.expect(bars.index(0), nbytes, pred=first)
+    tma.async_copy_global_to_shared(q_desc, [bos, col_qk], bars.index(0), q_s.index(0), pred=first)
+    tma.async_copy_global_to_shared(k_desc, [bos, col_qk], bars.index(0), k_s.index(0), pred=first)
+    tma.async_copy_global_to_shared(v_desc, [bos, col_v], bars.index(0), v_s.index(0), pred=first)
+    tma.async_copy_global_to_shared(t_desc, [bos, col_t], bars.index(0), t_s.index(0), pred=first)
+
+    # The state S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
+    s_rows = gl.arange(0, K, layout=rows_v)
+    s_ptrs = (
+        state_pool + slot * pool_slot_stride + hv * (V * K) + (i_v * BV + c_v)[None, :] * K + s_rows[:, None]
+    )
+    state = gl.load(s_ptrs)
+
+    gam_of_hv = gates + hv.to(gl.int64) * n_tokens
+    after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
+    log2_scale = gl.log2(scale)
+    gates_now = _gates_ready(
+        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t)
+    )
+    out = warpgroup_mma_init(gl.zeros([64, BV], gl.float32, acc_v))
+    p = gl.zeros([64, 64], dt, p_op)
+    for c in range(n_full):
+        stage = c % 2
+        tok0 = bos + c * 64
+        # Everyone is done with the other buffers (read in step c − 1): fill them with chunk c + 1.
+        gl.thread_barrier()
+        nxt = 1 - stage
+        more = c + 1 < n_full
+        mbarrier.expect(bars.index(nxt), nbytes, pred=more)
+        tma.async_copy_global_to_shared(
+            q_desc, [tok0 + 64, col_qk], bars.index(nxt), q_s.index(nxt), pred=more
+        )
+        tma.async_copy_global_to_shared(
+            k_desc, [tok0 + 64, col_qk], bars.index(nxt), k_s.index(nxt), pred=more
+        )
+        tma.async_copy_global_to_shared(
+            v_desc, [tok0 + 64, col_v], bars.index(nxt), v_s.index(nxt), pred=more
+        )
+        tma.async_copy_global_to_shared(
+            t_desc, [tok0 + 64, col_t], bars.index(nxt), t_s.index(nxt), pred=more
+        )
+        # The next chunk's gate sums (the partial one's, or this one's again past the end).
+        tok_n = gl.minimum(tok0 + 64, bos + (n_chunks - 1) * 64)
+        gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, gl.minimum(eos - tok_n, 64), r_v, r_t, c_t)
+
+        _store_state_operand(s_s, state)
+        mbarrier.wait(bars.index(stage), (c // 2) & 1)
+        ks, qs, qk = _issue_reads(q_s.index(stage), k_s.index(stage), s_s, acc_v, acc_t, BV)
+        # The previous step's output rows, finished while these run.
+        out, p = warpgroup_mma_wait(num_outstanding=3, deps=(out, p))
+        if c > 0:
+            _tma_out(o_desc, o_s, out, tok0 - 64, col_v)
+        out, p, state = _finish(
+            ks, qs, qk, state, k_s.index(stage), v_s.index(stage), t_s.index(stage), u_s, n_s, d_s,
+            gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t,
+        )  # fmt: skip
+        gates_now = _gates_ready(gates_next)
+
+    out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
+    if n_full > 0:
+        _tma_out(o_desc, o_s, out, bos + (n_full - 1) * 64, col_v)
+
+    if tail > 0:
+        # The partial last chunk: masked loads into the tiles, the same step, masked stores.
+        tok0 = bos + n_full * 64
+        gl.thread_barrier()
+        _load_tile(q_s.index(0), q + col_qk, tok0, tail, H * K, K, ld_layout)
+        _load_tile(k_s.index(0), k + col_qk, tok0, tail, H * K, K, ld_layout)
+        _load_tile(v_s.index(0), v + col_v, tok0, tail, HV * V, BV, ld_layout)
+        _load_tile(t_s.index(0), tbeta + col_t, tok0, tail, HV * 64, 64, ld_layout)
+        _store_state_operand(s_s, state)
+        ks, qs, qk = _issue_reads(q_s.index(0), k_s.index(0), s_s, acc_v, acc_t, BV)
+        out, p, state = _finish(
+            ks, qs, qk, state, k_s.index(0), v_s.index(0), t_s.index(0), u_s, n_s, d_s,
+            gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t,
+        )  # fmt: skip
+        out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
+        tok = tok0 + r_v
+        gl.store(
+            o_rows + tok.to(gl.int64)[:, None] * (HV * V),
+            out.to(o.dtype.element_ty),
+            mask=(tok < eos)[:, None],
+        )
+
+    tma.store_wait(pendings=0)
+    mbarrier.invalidate(bars.index(0))
+    mbarrier.invalidate(bars.index(1))
+    gl.store(s_ptrs, state)
+
+
+def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
+    """A TMA descriptor over ``x`` as [T, heads × dim] with [64, cols] tiles."""
+    flat = x.reshape(x.shape[0], -1)
+    layout = gl.NVMMASharedLayout.get_default_for([CHUNK, cols], _GL_DTYPES[x.dtype])
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [CHUNK, cols], layout)
+
+
+def launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float) -> None:
+    """The state pass over every sequence unsplit, on ``chunk._launch_intra``'s Tβ and gate sums (``o``
+    and the pool rows written; arguments contiguous and validated, ``supported(q, v)`` true)."""
+    T, H, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    N = state_indices.shape[0]
+    descs = (
+        _descriptor(q, K),
+        _descriptor(k, K),
+        _descriptor(v, BLOCK_V),
+        _descriptor(tbeta, CHUNK),
+        _descriptor(o, BLOCK_V),
+    )
+    _gdn_gluon_state_kernel[(V // BLOCK_V, HV, N)](
+        *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
+        T, state_pool.stride(0), scale,
+        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, num_warps=4,
+    )  # fmt: skip

@@ -1,0 +1,144 @@
+"""The Gluon state pass (``kernels/gdn/chunk_gluon.py``, opt-in through ``LaunchConfig.gluon_state``) on
+an sm_90 GPU, against the Triton passes it replaces and the fp32 torch reference.
+
+The Gluon kernel does the Triton state pass's math with the same roundings, so the two agree far inside
+the bf16 bound (a probe of one sequence was bit-identical, 2026-11-30); what these tests add is every
+edge of the general form: varlen batches, partial last chunks, empty and one-token sequences, padding
+slots, H < HV, other head dims, fp16, CUDA-graph capture. Each test also checks that the Gluon pass
+really ran, so a fallback to the Triton passes cannot pass for it.
+"""
+
+import pytest
+import torch
+from gdn_inputs import capture_cuda_graph, clone_inputs, make_inputs, rel_rmse
+
+from kernels import gdn
+from kernels.gdn import chunk
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+        reason="the Gluon state pass is written for sm_90 (H100 / H200)",
+    ),
+]
+
+QWEN3_NEXT = dict(H=16, HV=32, K=128, V=128)
+BF16_BOUND = 5e-3  # against the fp32 reference on the same bf16 values (the fla test standard)
+SAME_MATH_BOUND = 1e-3  # against the Triton passes on the same inputs
+
+
+class GluonSwitch:
+    """Turns the Gluon state pass on for ``gdn.prefill`` (``on()``) and counts its launches."""
+
+    def __init__(self, monkeypatch):
+        from kernels.gdn import chunk_gluon
+
+        self.calls = []
+        self._monkeypatch = monkeypatch
+        launch = chunk_gluon.launch_state
+
+        def counted(*args, **kwargs):
+            self.calls.append(args[0].shape)
+            return launch(*args, **kwargs)
+
+        monkeypatch.setattr(chunk_gluon, "launch_state", counted)
+
+    def on(self):
+        default = chunk.launch_config
+        self._monkeypatch.setattr(
+            chunk, "launch_config", lambda *a, **kw: default(*a, **kw)._replace(gluon_state=True)
+        )
+
+
+@pytest.fixture
+def gluon(monkeypatch):
+    return GluonSwitch(monkeypatch)
+
+
+def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, **dims):
+    """(16-bit inputs, the same values upcast to fp32 for the reference)."""
+    fp32 = make_inputs(
+        "prefill", N=len(seqlens), seqlens=seqlens, **(dims or QWEN3_NEXT), device="cuda", seed=seed, pad=pad
+    )
+    low, upcast = clone_inputs(fp32), clone_inputs(fp32)
+    for name in ("q", "k", "v"):
+        low[name] = fp32[name].to(dtype)
+        upcast[name] = low[name].float()
+    return low, upcast
+
+
+CASES = {
+    "T4096": ([4096], 0),
+    "edges": ([63, 64, 65, 130, 0, 1], 0),  # partial, full, one past, two chunks + 2, empty, one token
+    "padded": ([700, 7, 129, 300], 1),
+    "4x2048": ([2048] * 4, 0),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case):
+    seqlens, pad = CASES[case]
+    low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad)
+    pool_before = low["state_pool"].clone()
+    triton_passes = clone_inputs(low)
+    o_triton = gdn.prefill(**triton_passes, backend="triton")
+    assert not gluon.calls, "the Gluon state pass ran while off"
+    gluon.on()
+    o = gdn.prefill(**low, backend="triton")
+    assert len(gluon.calls) == 1, "the Gluon state pass did not run"
+    o_ref = gdn.prefill(**upcast, backend="torch")
+
+    slots = low["state_indices"].tolist()
+    used = torch.tensor([s for s in slots if s >= 0], dtype=torch.long, device="cuda")
+    assert rel_rmse(o, o_triton) <= SAME_MATH_BOUND
+    assert rel_rmse(low["state_pool"][used], triton_passes["state_pool"][used]) <= SAME_MATH_BOUND
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
+    cu = low["cu_seqlens"].tolist()
+    for n, slot in enumerate(slots):
+        if slot < 0:
+            assert not o[cu[n] : cu[n + 1]].any(), f"padding sequence {n} got output"
+    for slot in set(range(pool_before.shape[0])) - set(slots):
+        assert torch.equal(low["state_pool"][slot], pool_before[slot]), f"unused pool row {slot} changed"
+
+
+@pytest.mark.parametrize(
+    "dims,dtype",
+    [
+        (dict(H=1, HV=2, K=64, V=64), torch.bfloat16),
+        (dict(H=2, HV=4, K=128, V=32), torch.bfloat16),
+        (QWEN3_NEXT, torch.float16),
+    ],
+    ids=["K64-V64", "K128-V32", "fp16"],
+)
+def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype):
+    low, upcast = _inputs([100, 37, 64], seed=dims["K"] + dims["V"], dtype=dtype, **dims)
+    gluon.on()
+    o = gdn.prefill(**low, backend="triton")
+    assert len(gluon.calls) == 1, "the Gluon state pass did not run"
+    o_ref = gdn.prefill(**upcast, backend="torch")
+    used = low["state_indices"].long()
+    assert o.dtype == dtype
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
+
+
+def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon):
+    low, _ = _inputs([100, 156, 64, 1], seed=11)
+    gluon.on()
+    pool0 = low["state_pool"].clone()
+    graph, o_graph = capture_cuda_graph(lambda: gdn.prefill(**low, backend="triton"))
+    assert gluon.calls, "the Gluon state pass did not run"
+
+    fresh, _ = _inputs([100, 156, 64, 1], seed=12)
+    for name in ("q", "k", "v", "g", "beta"):
+        low[name].copy_(fresh[name])
+    low["state_pool"].copy_(pool0)
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = clone_inputs(low)
+    eager["state_pool"].copy_(pool0)
+    o_eager = gdn.prefill(**eager, backend="triton")
+    assert torch.equal(o_graph, o_eager)
+    assert torch.equal(low["state_pool"], eager["state_pool"])
