@@ -809,7 +809,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     g, beta = g.contiguous(), beta.contiguous()
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
     config = launch_config(T, N, v.shape[1], v.shape[2])
-    if _gluon_state(q, v, config):
+    if _gluon_state(q, k, v, config):
         from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
 
         tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
@@ -822,13 +822,13 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     return o
 
 
-def _gluon_state(q: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
+def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
     """Whether this call's state pass is ``chunk_gluon``'s (asked for, and it applies here)."""
     if not config.gluon_state or _INTERPRET:
         return False
     from kernels.gdn import chunk_gluon
 
-    return chunk_gluon.supported(q, v)
+    return chunk_gluon.supported(q, k, v)
 
 
 def _input_precision(dtype: torch.dtype) -> str | None:

@@ -47,14 +47,16 @@ _LOG2E = gl.constexpr(1.4426950408889634)
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
-def supported(q: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether this pass applies: an sm_90 GPU, 16-bit q/k/v, K of 64 or 128 (one TMA tile wide),
-    V a multiple of the V tile."""
-    if not q.is_cuda or q.dtype not in _GL_DTYPES or v.dtype != q.dtype:
+def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether this pass applies: an sm_90 GPU, 16-bit q/k/v whose data TMA can address (16-byte
+    aligned), K of 64 or 128 (one TMA tile wide), V a multiple of the V tile, and at least one chunk of
+    tokens (a TMA tile of 64 rows over fewer is not a case worth a kernel of its own)."""
+    if not q.is_cuda or q.dtype not in _GL_DTYPES or not (k.dtype == v.dtype == q.dtype):
         return False
     if torch.cuda.get_device_capability(q.device) != (9, 0):
         return False
-    return q.shape[2] in (64, 128) and v.shape[2] % BLOCK_V == 0
+    aligned = all(x.data_ptr() % 16 == 0 for x in (q, k, v))
+    return aligned and q.shape[0] >= CHUNK and q.shape[2] in (64, 128) and v.shape[2] % BLOCK_V == 0
 
 
 @gluon.jit
@@ -169,8 +171,8 @@ def _gdn_gluon_state_kernel(
     col_qk = h * K
     col_v = hv * V + i_v * BV
     col_t = hv * 64
-    bos = gl.load(cu_seqlens + n)
-    eos = gl.load(cu_seqlens + n + 1)
+    bos = gl.load(cu_seqlens + n).to(gl.int32)  # int32 or int64 offsets; TMA coordinates are 32-bit
+    eos = gl.load(cu_seqlens + n + 1).to(gl.int32)
     n_full = (eos - bos) // 64
     tail = (eos - bos) % 64
     n_chunks = (eos - bos + 63) // 64
@@ -322,7 +324,7 @@ def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
 
 def launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float) -> None:
     """The state pass over every sequence unsplit, on ``chunk._launch_intra``'s Tβ and gate sums (``o``
-    and the pool rows written; arguments contiguous and validated, ``supported(q, v)`` true)."""
+    and the pool rows written; arguments contiguous and validated, ``supported(q, k, v)`` true)."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
