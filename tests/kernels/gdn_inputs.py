@@ -143,3 +143,23 @@ def capture_cuda_graph(fn):
     with torch.cuda.graph(graph):
         out = fn()
     return graph, out
+
+
+def assert_prefill_replay_matches_eager(inputs: dict, fresh: dict) -> None:
+    """Capture ``gdn.prefill(**inputs, backend="triton")`` in a CUDA graph, put ``fresh``'s q, k, v, g and
+    beta into the captured buffers and the pool back as it was, replay: the replay's output and pool
+    must equal an eager call's on the same values, bit for bit."""
+    from kernels import gdn
+
+    pool0 = inputs["state_pool"].clone()
+    graph, o_graph = capture_cuda_graph(lambda: gdn.prefill(**inputs, backend="triton"))
+    for name in ("q", "k", "v", "g", "beta"):
+        inputs[name].copy_(fresh[name])
+    inputs["state_pool"].copy_(pool0)
+    graph.replay()
+    torch.cuda.synchronize()
+    eager = clone_inputs(inputs)
+    eager["state_pool"].copy_(pool0)
+    o_eager = gdn.prefill(**eager, backend="triton")
+    assert torch.equal(o_graph, o_eager)
+    assert torch.equal(inputs["state_pool"], eager["state_pool"])
