@@ -42,12 +42,13 @@ Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11
 0.664 / 2.52 ms on one sequence of 4k / 16k / 64k tokens and 0.948 ms on 16×2048, 1.26 / 1.44 / 1.55 /
 2.27× fla (239–265 TFLOP/s); FlashInfer's kernel is still 1.35–2.4× faster. Nsight Compute (16k
 tokens, 2026-11-30, RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every
-5–11 cycles per scheduler, so the steps of that day cut instructions (the resources tool's count per chunk
-step: state pass 1654 → 1056 with chunk-relative 32-bit row offsets, P masked after its product,
-``fast_expf``, full chunks (all but a sequence's last) loaded and stored with no predicates, the decay
-matrix as one ``ex2.approx.ftz`` an element and the segment schedule read from a table; the intra launch
-2816 → 2280, its merge in Horner's order, 2600 since it writes the schedule) and raised the programs per SM (the intra launch at 128
-registers, the segment pass at 168): 1.32–1.43× faster than at 00:50 that day.
+5–11 cycles per scheduler, so the steps of that day cut instructions (the resources tool's count per
+chunk step: state pass 1654 → 1056 with chunk-relative 32-bit row offsets, P masked after its
+product, ``fast_expf``, full chunks (all but a sequence's last) loaded and stored with no predicates,
+the decay matrix as one ``ex2.approx.ftz`` an element and the segment schedule read from a table; the
+intra launch 2816 → 2280, its merge in Horner's order, 2600 since it writes the schedule) and raised
+the programs per SM (the intra launch at 128 registers, the segment pass at 168): 1.32–1.43× faster
+than at 00:50 that day.
 
 On sm_90, ``LaunchConfig.gluon_state`` replaces passes 2 and 3 by ``chunk_gluon``'s one Gluon kernel
 (every sequence unsplit, copies and dots scheduled by hand): as a probe of one sequence it was 1.19–1.39×
