@@ -251,39 +251,14 @@ def _exp(x):
 
 
 @triton.jit
-def _gdn_chunk_intra_kernel(
-    k,
-    g,
-    beta,
-    state_indices,
-    cu_seqlens,
-    t_out,
-    gates,
-    n_tokens,
-    schedule,
-    n_programs,
-    seg_chunks,
-    N,
-    H: tl.constexpr,
-    HV: tl.constexpr,
-    K: tl.constexpr,
-    BK: tl.constexpr,
-    BN: tl.constexpr,
-    PREC: tl.constexpr,
+def _intra_chunk(
+    k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h,
+    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
-):
+):  # fmt: skip
+    """Chunk ``j`` of the sequence [bos, eos) for value head ``hv`` (qk head ``h``): its rows of Tβ and
+    of the gate sums, stored."""
     BT: tl.constexpr = 64
-    pid = tl.program_id(0)
-    hv = tl.program_id(1)
-    h = hv // (HV // H)
-    if hv == 0:
-        _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
-    n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, 1, BN, False)
-    if n >= N:
-        return
-    if tl.load(state_indices + n) < 0:
-        return
-
     # Each operand is loaded just before its first use and each result stored as soon as it is made,
     # so few [64, 64] fp32 tiles are live at once (the kernel is register-bound).
     rows = tl.arange(0, BT)
@@ -320,6 +295,42 @@ def _gdn_chunk_intra_kernel(
     t_inv = d_inv - tl.dot(nil, t_inv, input_precision=PREC)
     t_beta = (d_inv - tl.dot(nil, t_inv, input_precision=PREC)) * b_c[None, :]
     _store_rows(t_out + hv * BT, tok0, rows, ok, HV * BT, rows, rows, t_beta, True, False)
+
+
+@triton.jit
+def _gdn_chunk_intra_kernel(
+    k,
+    g,
+    beta,
+    state_indices,
+    cu_seqlens,
+    t_out,
+    gates,
+    n_tokens,
+    schedule,
+    n_programs,
+    seg_chunks,
+    N,
+    H: tl.constexpr,
+    HV: tl.constexpr,
+    K: tl.constexpr,
+    BK: tl.constexpr,
+    BN: tl.constexpr,
+    PREC: tl.constexpr,
+    IN_PREC: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    hv = tl.program_id(1)
+    h = hv // (HV // H)
+    if hv == 0:
+        _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
+    n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, 1, BN, False)
+    if n >= N:
+        return
+    if tl.load(state_indices + n) < 0:
+        return
+
+    _intra_chunk(k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h, H, HV, K, BK, PREC, IN_PREC)
 
 
 @triton.jit
