@@ -76,6 +76,7 @@ ARG_TYPES = dict(
     carry=F32,
     state_indices=I32,
     cu_seqlens=I32,
+    flags=I32,
     schedule=I64P,
     n_programs="i32",
     pool_slot_stride=I64,
@@ -90,11 +91,14 @@ ARG_TYPES = dict(
 KERNELS = {
     "decode": (fused_recurrent._gdn_decode_kernel, SHAPES),
     "verify": (fused_recurrent._gdn_verify_kernel, SHAPES),
-    "intra": (chunk._gdn_chunk_intra_kernel, dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None)),
+    "intra": (
+        chunk._gdn_chunk_intra_kernel,
+        dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None, FLAGGED=False),
+    ),
     "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
     "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
     "carry": (chunk._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
-    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V)),
+    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, BN=2)),
 }
 
 
@@ -149,6 +153,7 @@ VARIANTS = [
     ("intra", "maxnreg 168", {}, _default.intra_warps, 1, dict(maxnreg=168)),
     ("intra", "no register cap", {}, _default.intra_warps, 1),
     ("intra", "8 warps", {}, 8, 1),
+    ("intra", "flagged", dict(FLAGGED=True), _default.intra_warps, 1, dict(maxnreg=_default.intra_maxnreg)),
     (
         "segment",
         "default",
@@ -176,7 +181,8 @@ VARIANTS = [
     ("carry", "default", dict(BV=_default.block_v), _default.carry_warps, _default.carry_stages),
     ("carry", "2 stages", dict(BV=_default.block_v), _default.carry_warps, 2),
     ("carry", "8 warps", dict(BV=_default.block_v), 8, _default.carry_stages),
-    ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V), 4, 1),
+    ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V, WAIT=False), 4, 1),
+    ("gluon_state", "beside intra", dict(BV=chunk_gluon.BLOCK_V, WAIT=True), 4, 1),
 ]
 
 

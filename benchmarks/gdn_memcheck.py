@@ -3,7 +3,7 @@
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py
 
 Covers our Triton prefill / decode / verify, the prefill with the Gluon state pass (``triton+gluon``, on
-sm_90) and the FlashInfer adapters (when flashinfer imports), with
+sm_90; ``-overlap``: the intra launch beside it) and the FlashInfer adapters (when flashinfer imports), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. Each case also checks the result against the torch reference, so
@@ -26,10 +26,11 @@ from kernels import gdn  # noqa: E402
 from kernels.gdn import chunk  # noqa: E402
 
 
-def _prefill_with_gluon_state(**inputs):
-    """The Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state passes."""
+def _prefill_with_gluon_state(overlap: bool, **inputs):
+    """The Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state passes
+    (``overlap``: the intra launch beside it)."""
     default = chunk.launch_config
-    chunk.launch_config = lambda *a, **kw: default(*a, **kw)._replace(gluon_state=True)
+    chunk.launch_config = lambda *a, **kw: default(*a, **kw)._replace(gluon_state=True, gluon_overlap=overlap)
     try:
         return gdn.prefill(**inputs, backend="triton")
     finally:
@@ -54,7 +55,7 @@ def main() -> int:
         return 2
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
     if torch.cuda.get_device_capability() == (9, 0):
-        backends.append("triton+gluon")
+        backends += ["triton+gluon", "triton+gluon-overlap"]
     failures = 0
     for phase, shapes, _ in CASES:
         inputs = make_inputs(phase, dtype=torch.bfloat16, device="cuda", seed=7, **shapes)
@@ -63,11 +64,11 @@ def main() -> int:
         for backend in backends:
             if backend == "flashinfer" and (shapes["K"] != 128 or shapes["V"] != 128):
                 continue  # FlashInfer's GDN kernels are built for 128-wide heads only
-            if backend == "triton+gluon" and phase != "prefill":
+            if backend.startswith("triton+gluon") and phase != "prefill":
                 continue  # a state pass of the prefill only
             run = clone_inputs(inputs)
-            if backend == "triton+gluon":
-                out = _prefill_with_gluon_state(**run)
+            if backend.startswith("triton+gluon"):
+                out = _prefill_with_gluon_state(backend.endswith("overlap"), **run)
             else:
                 out = getattr(gdn, phase)(**run, backend=backend)
             torch.cuda.synchronize()

@@ -311,6 +311,7 @@ def _gdn_chunk_intra_kernel(
     n_programs,
     seg_chunks,
     N,
+    flags,
     H: tl.constexpr,
     HV: tl.constexpr,
     K: tl.constexpr,
@@ -318,19 +319,29 @@ def _gdn_chunk_intra_kernel(
     BN: tl.constexpr,
     PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
+    FLAGGED: tl.constexpr = False,
 ):
-    pid = tl.program_id(0)
-    hv = tl.program_id(1)
+    if FLAGGED:
+        # Beside chunk_gluon's state pass (``gluon_overlap``): a 1-D grid, value head fastest, so the
+        # chunks are done in order, and each item's flag is set once its rows are stored.
+        item = tl.program_id(0)
+        pid = item // HV
+        hv = item % HV
+    else:
+        pid = tl.program_id(0)
+        hv = tl.program_id(1)
+        if hv == 0:
+            _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
     h = hv // (HV // H)
-    if hv == 0:
-        _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
     n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, 1, BN, False)
     if n >= N:
         return
     if tl.load(state_indices + n) < 0:
-        return
-
+        return  # padding: the state pass waits for no chunk of it
     _intra_chunk(k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h, H, HV, K, BK, PREC, IN_PREC)
+    if FLAGGED:
+        tl.debug_barrier()  # every thread's stores of this item before its flag
+        tl.atomic_xchg(flags + item, 1, sem="release", scope="gpu")
 
 
 @triton.jit
@@ -770,6 +781,10 @@ class LaunchConfig(NamedTuple):
     # q/k/v; every sequence unsplit). Off until its GPU tests and memcheck have run on the H200: as a
     # probe of one sequence it was 1.19–1.39x faster than these passes and bit-identical to them (2026-11-30).
     gluon_state: bool = False
+    # With ``gluon_state``: the intra launch runs beside the state pass instead of before it (on a second
+    # stream, its 1-D grid in chunk order, a flag per (chunk, value head) that the state pass waits on),
+    # so its 33–36% of the Gluon path's time could hide behind the state pass. Untested on a GPU.
+    gluon_overlap: bool = False
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
@@ -824,8 +839,25 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     if _gluon_state(q, k, v, config):
         from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
 
-        tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
-        chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale)
+        if not config.gluon_overlap:
+            tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
+            chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale)
+            return o
+        # The state pass is launched first, so its programs (one per SM by shared memory) hold their
+        # SMs; the intra programs fill the rest beside them and never wait on anything, so every flag
+        # the state pass waits for gets set, whatever order the GPU runs the two in.
+        HV = v.shape[1]
+        tbeta = _empty((T, HV, CHUNK), k.dtype, k.device)
+        gates = _empty((2, HV, T), torch.float32, k.device)
+        flags = torch.zeros(_intra_items(T, N, HV), dtype=torch.int32, device=q.device)
+        main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
+        side.wait_stream(main)  # the flags zeroed, the inputs written (recorded before the state pass)
+        chunk_gluon.launch_state(
+            q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, flags=flags
+        )
+        with torch.cuda.stream(side):
+            _launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
+        main.wait_stream(side)  # what follows on the caller's stream may free or reuse what both read
         return o
     tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
@@ -907,12 +939,41 @@ def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
         n_programs,
         config.seg_chunks,
         N,
+        state_indices,  # no flags
         PREC=_solve_precision(k.dtype),
         num_warps=config.intra_warps,
         **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
         **_common(k, HV, state_indices),
     )
     return tbeta, gates, schedule
+
+
+def _intra_items(T: int, N: int, HV: int) -> int:
+    """The intra launch's (chunk, value head) items: its grid's programs × value heads."""
+    return (T // CHUNK + N) * HV
+
+
+_SIDE_STREAMS: dict = {}
+
+
+def _side_stream(device: torch.device) -> torch.cuda.Stream:
+    """The second stream the intra launch runs on beside the state pass, one per device."""
+    if device not in _SIDE_STREAMS:
+        _SIDE_STREAMS[device] = torch.cuda.Stream(device)
+    return _SIDE_STREAMS[device]
+
+
+def _launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config):
+    """Launch 1 as ``_launch_intra`` makes it, on a 1-D grid in chunk order, each (chunk, value head)
+    flagged when its Tβ and gate sums are stored (no schedule: the Gluon state pass needs none)."""
+    T, HV = g.shape
+    N = state_indices.shape[0]
+    _gdn_chunk_intra_kernel[(_intra_items(T, N, HV),)](
+        k, g, beta, state_indices, cu_seqlens, tbeta, gates, T, gates, 0, 1, N, flags,
+        PREC=_solve_precision(k.dtype), FLAGGED=True, num_warps=config.intra_warps,
+        **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
+        **_common(k, HV, state_indices),
+    )  # fmt: skip
 
 
 def _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config):

@@ -18,6 +18,12 @@ each dot operand's register layout; Gluon (shipped inside Triton 3.6) states bot
 A sequence's partial last chunk runs once more after the loop with masked pointer loads into the same
 shared-memory tiles and masked stores (TMA tiles would reach into the next sequence's rows).
 
+With ``flags`` (``LaunchConfig.gluon_overlap``) the intra launch runs beside this pass on a second stream
+and flags each (chunk, value head) when its Tβ and gate sums are stored; this pass spins on a chunk's
+flag (an acquire) before it reads them, and then fences the async proxy, since TMA reads what other SMs
+wrote through the generic one. Two output buffers keep this kernel at one program per SM (≥ 116 KiB of
+shared memory), so two intra programs always fit beside it and set every flag it waits for.
+
 Measured as a probe of one unsplit sequence of full chunks (benchmarks/RESULTS.md, "A state pass in
 Gluon", H200 2026-11-30 06:07, branch ``gluon-state-probe``): outputs and states bit-identical to
 ``chunk.py``'s; 1.34–1.40 µs a chunk step against ~4.2 for the Triton state pass; the whole prefill
@@ -29,6 +35,7 @@ default until ``tests/kernels/test_gdn_chunk_gluon_gpu.py`` and memcheck have pa
 from __future__ import annotations
 
 import torch
+import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -60,15 +67,40 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 
 @gluon.jit
-def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t):
+def _wait_ready(flags, item):
+    """Spin until the intra launch beside this pass has flagged ``item`` (an acquire: its stores are
+    visible to this thread after), then let every thread and the TMA unit see them too."""
+    ready = gl.atomic_add(flags + item, 0, sem="acquire", scope="gpu")
+    while ready == 0:
+        ready = gl.atomic_add(flags + item, 0, sem="acquire", scope="gpu")
+    gl.thread_barrier()
+    # TMA reads through the async proxy what other SMs wrote through the generic one.
+    gl.inline_asm_elementwise("fence.proxy.async.global;", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
+def _first_chunk(cu_seqlens, n, BN: gl.constexpr):
+    """The intra grid's index of sequence ``n``'s first chunk: the chunks of the sequences before it."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    offs = gl.arange(0, BN, layout=layout)
+    lo = gl.load(cu_seqlens + offs, mask=offs < n, other=0)
+    hi = gl.load(cu_seqlens + offs + 1, mask=offs < n, other=0)
+    return gl.sum((hi - lo + 63) // 64, axis=0).to(gl.int32)
+
+
+@gluon.jit
+def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FRESH: gl.constexpr):
     """The gate sums of the chunk at ``tok0`` as loaded (rows past ``n_rows`` as 0): γ by rows of both
-    tile shapes and by columns, γ_C − γ by rows, and γ_0, γ_C − γ_0. No arithmetic here (see above)."""
-    gam_v = gl.load(gam_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0)
-    after_v = gl.load(after_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0)
-    gam0 = gl.load(gam_of_hv + tok0)
-    after0 = gl.load(after_of_hv + tok0)
-    b_row = gl.load(gam_of_hv + tok0 + r_t, mask=r_t < n_rows, other=0.0)
-    b_col = gl.load(gam_of_hv + tok0 + c_t, mask=c_t < n_rows, other=0.0)
+    tile shapes and by columns, γ_C − γ by rows, and γ_0, γ_C − γ_0. No arithmetic here (see above).
+    ``FRESH``: past L1 (the intra launch beside this pass may have written them since a cache line that
+    holds the end of the previous chunk's sums was read)."""
+    cache: gl.constexpr = ".cg" if FRESH else ""
+    gam_v = gl.load(gam_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0, cache_modifier=cache)
+    after_v = gl.load(after_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0, cache_modifier=cache)
+    gam0 = gl.load(gam_of_hv + tok0, cache_modifier=cache)
+    after0 = gl.load(after_of_hv + tok0, cache_modifier=cache)
+    b_row = gl.load(gam_of_hv + tok0 + r_t, mask=r_t < n_rows, other=0.0, cache_modifier=cache)
+    b_col = gl.load(gam_of_hv + tok0 + c_t, mask=c_t < n_rows, other=0.0, cache_modifier=cache)
     return gam_v, after_v, gam0, after0, b_row, b_col
 
 
@@ -136,9 +168,9 @@ def _store_state_operand(s_s, state):
 
 @gluon.jit
 def _tma_out(o_desc, o_s, out, row, col):
-    """The output rows of a full chunk through shared memory and a TMA store (the previous store must
-    have left ``o_s``)."""
-    tma.store_wait(pendings=0)
+    """The output rows of a full chunk through shared memory (one of two buffers) and a TMA store: the
+    store before the last, which read this buffer, must be done."""
+    tma.store_wait(pendings=1)
     gl.thread_barrier()
     o_s.store(out.to(o_s.dtype))
     fence_async_shared()
@@ -161,8 +193,9 @@ def _load_tile(dst, base, tok0, n_rows, row_stride, COLS: gl.constexpr, layout: 
 def _gdn_gluon_state_kernel(
     q_desc, k_desc, v_desc, t_desc, o_desc,
     q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
-    n_tokens, pool_slot_stride, scale,
+    n_tokens, pool_slot_stride, scale, flags,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+    BN: gl.constexpr, WAIT: gl.constexpr,
 ):  # fmt: skip
     i_v = gl.program_id(0)
     hv = gl.program_id(1)
@@ -212,7 +245,9 @@ def _gdn_gluon_state_kernel(
     k_s = gl.allocate_shared_memory(dt, [2, 64, K], k_desc.layout)
     v_s = gl.allocate_shared_memory(dt, [2, 64, BV], v_desc.layout)
     t_s = gl.allocate_shared_memory(dt, [2, 64, 64], t_desc.layout)
-    o_s = gl.allocate_shared_memory(dt, [64, BV], o_desc.layout)
+    # Two output buffers: a TMA store may still read one. They also keep this kernel at one program per
+    # SM (≥ 116 KiB), so the intra programs of ``gluon_overlap`` always fit beside it.
+    o_s = gl.allocate_shared_memory(dt, [2, 64, BV], o_desc.layout)
     b_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BV], dt)
     s_s = gl.allocate_shared_memory(dt, [K, BV], gl.NVMMASharedLayout.get_default_for([K, BV], dt))
     u_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # V − exp(γ)⊙(K S)
@@ -223,6 +258,9 @@ def _gdn_gluon_state_kernel(
     mbarrier.init(bars.index(1), count=1)
     nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
 
+    if WAIT:
+        c0 = _first_chunk(cu_seqlens, n, BN)
+        _wait_ready(flags, c0 * HV + hv)
     # The first full chunk's tiles; each step then asks for the next one's first.
     first = n_full > 0
     mbarrier.expect(bars.index(0), nbytes, pred=first)
@@ -242,7 +280,7 @@ def _gdn_gluon_state_kernel(
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
     log2_scale = gl.log2(scale)
     gates_now = _gates_ready(
-        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t)
+        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t, WAIT)
     )
     out = warpgroup_mma_init(gl.zeros([64, BV], gl.float32, acc_v))
     p = gl.zeros([64, 64], dt, p_op)
@@ -251,6 +289,9 @@ def _gdn_gluon_state_kernel(
         tok0 = bos + c * 64
         # Everyone is done with the other buffers (read in step c − 1): fill them with chunk c + 1.
         gl.thread_barrier()
+        if WAIT:
+            if c + 1 < n_chunks:
+                _wait_ready(flags, (c0 + c + 1) * HV + hv)
         nxt = 1 - stage
         more = c + 1 < n_full
         mbarrier.expect(bars.index(nxt), nbytes, pred=more)
@@ -268,7 +309,9 @@ def _gdn_gluon_state_kernel(
         )
         # The next chunk's gate sums (the partial one's, or this one's again past the end).
         tok_n = gl.minimum(tok0 + 64, bos + (n_chunks - 1) * 64)
-        gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, gl.minimum(eos - tok_n, 64), r_v, r_t, c_t)
+        gates_next = _gate_loads(
+            gam_of_hv, after_of_hv, tok_n, gl.minimum(eos - tok_n, 64), r_v, r_t, c_t, WAIT
+        )
 
         _store_state_operand(s_s, state)
         mbarrier.wait(bars.index(stage), (c // 2) & 1)
@@ -276,7 +319,7 @@ def _gdn_gluon_state_kernel(
         # The previous step's output rows, finished while these run.
         out, p = warpgroup_mma_wait(num_outstanding=3, deps=(out, p))
         if c > 0:
-            _tma_out(o_desc, o_s, out, tok0 - 64, col_v)
+            _tma_out(o_desc, o_s.index(1 - stage), out, tok0 - 64, col_v)
         out, p, state = _finish(
             ks, qs, qk, state, k_s.index(stage), v_s.index(stage), t_s.index(stage), u_s, n_s, d_s,
             gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t,
@@ -285,7 +328,7 @@ def _gdn_gluon_state_kernel(
 
     out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
     if n_full > 0:
-        _tma_out(o_desc, o_s, out, bos + (n_full - 1) * 64, col_v)
+        _tma_out(o_desc, o_s.index((n_full - 1) % 2), out, bos + (n_full - 1) * 64, col_v)
 
     if tail > 0:
         # The partial last chunk: masked loads into the tiles, the same step, masked stores.
@@ -322,9 +365,13 @@ def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
     return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [CHUNK, cols], layout)
 
 
-def launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float) -> None:
+def launch_state(
+    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, flags=None
+) -> None:
     """The state pass over every sequence unsplit, on ``chunk._launch_intra``'s Tβ and gate sums (``o``
-    and the pool rows written; arguments contiguous and validated, ``supported(q, k, v)`` true)."""
+    and the pool rows written; arguments contiguous and validated, ``supported(q, k, v)`` true). With
+    ``flags`` the intra launch runs beside it (``chunk._launch_intra_beside``): each chunk's flag is
+    waited for before its Tβ and gate sums are read."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
@@ -337,6 +384,7 @@ def launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens
     )
     _gdn_gluon_state_kernel[(V // BLOCK_V, HV, N)](
         *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
-        T, state_pool.stride(0), scale,
-        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, num_warps=4,
+        T, state_pool.stride(0), scale, state_indices if flags is None else flags,
+        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, BN=triton.next_power_of_2(N + 1), WAIT=flags is not None,
+        num_warps=4,
     )  # fmt: skip

@@ -4,8 +4,9 @@ an sm_90 GPU, against the Triton passes it replaces and the fp32 torch reference
 The Gluon kernel does the Triton state pass's math with the same roundings, so the two agree far inside
 the bf16 bound (a probe of one sequence was bit-identical, 2026-11-30); what these tests add is every
 edge of the general form: varlen batches, partial last chunks, empty and one-token sequences, padding
-slots, H < HV, other head dims, fp16, CUDA-graph capture. Each test also checks that the Gluon pass
-really ran, so a fallback to the Triton passes cannot pass for it.
+slots, H < HV, other head dims, fp16, CUDA-graph capture — with the intra launch before the state pass
+and beside it (``gluon_overlap``: a second stream, flags per chunk). Each test also checks that the
+Gluon pass really ran, so a fallback to the Triton passes cannot pass for it.
 """
 
 import pytest
@@ -44,10 +45,13 @@ class GluonSwitch:
 
         monkeypatch.setattr(chunk_gluon, "launch_state", counted)
 
-    def on(self):
+    def on(self, overlap: bool = False):
+        """With ``overlap`` the intra launch runs beside the state pass (``gluon_overlap``)."""
         default = chunk.launch_config
         self._monkeypatch.setattr(
-            chunk, "launch_config", lambda *a, **kw: default(*a, **kw)._replace(gluon_state=True)
+            chunk,
+            "launch_config",
+            lambda *a, **kw: default(*a, **kw)._replace(gluon_state=True, gluon_overlap=overlap),
         )
 
 
@@ -76,15 +80,16 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("overlap", [False, True], ids=["intra-before", "intra-beside"])
 @pytest.mark.parametrize("case", CASES)
-def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case):
+def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, overlap):
     seqlens, pad = CASES[case]
     low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad)
     pool_before = low["state_pool"].clone()
     triton_passes = clone_inputs(low)
     o_triton = gdn.prefill(**triton_passes, backend="triton")
     assert not gluon.calls, "the Gluon state pass ran while off"
-    gluon.on()
+    gluon.on(overlap)
     o = gdn.prefill(**low, backend="triton")
     assert len(gluon.calls) == 1, "the Gluon state pass did not run"
     o_ref = gdn.prefill(**upcast, backend="torch")
@@ -124,9 +129,11 @@ def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype):
     assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
 
 
-def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon):
+@pytest.mark.parametrize("overlap", [False, True], ids=["intra-before", "intra-beside"])
+def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, overlap):
+    # With the intra launch beside it, the graph holds a fork onto a second stream and the join back.
     low, _ = _inputs([100, 156, 64, 1], seed=11)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12)
-    gluon.on()
+    gluon.on(overlap)
     assert_prefill_replay_matches_eager(low, fresh)
     assert gluon.calls, "the Gluon state pass did not run"
