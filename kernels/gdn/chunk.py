@@ -969,7 +969,8 @@ def _launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, f
     T, HV = g.shape
     N = state_indices.shape[0]
     _gdn_chunk_intra_kernel[(_intra_items(T, N, HV),)](
-        k, g, beta, state_indices, cu_seqlens, tbeta, gates, T, gates, 0, 1, N, flags,
+        # schedule, n_programs, seg_chunks: unused when FLAGGED (no schedule to write)
+        k, g, beta, state_indices, cu_seqlens, tbeta, gates, T, flags, 0, 1, N, flags,
         PREC=_solve_precision(k.dtype), FLAGGED=True, num_warps=config.intra_warps,
         **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
         **_common(k, HV, state_indices),
