@@ -22,19 +22,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kerne
 
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse  # noqa: E402
 
+from benchmarks.gdn_prefill_probe import with_config  # noqa: E402
 from kernels import gdn  # noqa: E402
-from kernels.gdn import chunk  # noqa: E402
 
 
 def _prefill_with_gluon_state(overlap: bool, **inputs):
     """The Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state passes
     (``overlap``: the intra launch beside it)."""
-    default = chunk.launch_config
-    chunk.launch_config = lambda *a, **kw: default(*a, **kw)._replace(gluon_state=True, gluon_overlap=overlap)
-    try:
-        return gdn.prefill(**inputs, backend="triton")
-    finally:
-        chunk.launch_config = default
+    gluon = dict(gluon_state=True, gluon_overlap=overlap)
+    return with_config(gluon, lambda: gdn.prefill(**inputs, backend="triton"))
 
 
 CASES = [

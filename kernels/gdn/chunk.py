@@ -837,33 +837,39 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
     config = launch_config(T, N, v.shape[1], v.shape[2])
     if _gluon_state(q, k, v, config):
-        from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
-
-        if not config.gluon_overlap:
-            tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
-            chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale)
-            return o
-        # The state pass is launched first, so its programs (one per SM by shared memory) hold their
-        # SMs; the intra programs fill the rest beside them and never wait on anything, so every flag
-        # the state pass waits for gets set, whatever order the GPU runs the two in.
-        HV = v.shape[1]
-        tbeta = _empty((T, HV, CHUNK), k.dtype, k.device)
-        gates = _empty((2, HV, T), torch.float32, k.device)
-        flags = torch.zeros(_intra_items(T, N, HV), dtype=torch.int32, device=q.device)
-        main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
-        side.wait_stream(main)  # the flags zeroed, the inputs written (recorded before the state pass)
-        chunk_gluon.launch_state(
-            q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, flags=flags
-        )
-        with torch.cuda.stream(side):
-            _launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
-        main.wait_stream(side)  # what follows on the caller's stream may free or reuse what both read
+        _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config)
         return o
     tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
     _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config)
     return o
+
+
+def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
+    """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true): one after the other,
+    or (``gluon_overlap``) side by side, the intra launch on a second stream flagging each chunk."""
+    from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
+
+    if not config.gluon_overlap:
+        tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
+        chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale)
+        return
+    # The state pass is launched first, so its programs (one per SM by shared memory) hold their SMs;
+    # the intra programs fill the rest beside them and never wait on anything, so every flag the state
+    # pass waits for gets set, whatever order the GPU runs the two in.
+    T, HV = g.shape
+    N = state_indices.shape[0]
+    tbeta, gates = _intra_outputs(k, T, HV)
+    flags = torch.zeros(_intra_items(T, N, HV), dtype=torch.int32, device=q.device)
+    main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
+    side.wait_stream(main)  # the flags zeroed, the inputs written (recorded before the state pass)
+    chunk_gluon.launch_state(
+        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, flags=flags
+    )
+    with torch.cuda.stream(side):
+        _launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
+    main.wait_stream(side)  # what follows on the caller's stream may free or reuse what both read
 
 
 def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
@@ -915,14 +921,18 @@ def _segment_programs(T: int, N: int, config) -> int:
     return T // (CHUNK * config.seg_chunks) + N
 
 
+def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The intra launch's outputs: Tβ [T, HV, 64] in the input dtype, the gate sums [2, HV, T] fp32."""
+    return _empty((T, HV, CHUNK), k.dtype, k.device), _empty((2, HV, T), torch.float32, k.device)
+
+
 def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
     passes read ([2, segment programs, 8]: ``_write_schedule``)."""
     T, HV = g.shape
     N = state_indices.shape[0]
-    tbeta = _empty((T, HV, CHUNK), k.dtype, k.device)
-    gates = _empty((2, HV, T), torch.float32, k.device)
+    tbeta, gates = _intra_outputs(k, T, HV)
     n_programs = _segment_programs(T, N, config)  # ≤ the intra grid's T // 64 + N programs
     schedule = _empty((2, n_programs, _SCHEDULE_ROW.value), torch.int64, k.device)
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
@@ -1043,6 +1053,11 @@ def _launch_carry(affine, state_indices, cu_seqlens, dtype, config):
     return carry
 
 
+def tma_addressable(rows: torch.Tensor) -> bool:
+    """Whether TMA can address a [T, cols] view: its base and its row pitch 16-byte aligned."""
+    return rows.data_ptr() % 16 == 0 and (rows.stride(0) * rows.element_size()) % 16 == 0
+
+
 def _tile_descriptors(q, k, v, tbeta, block_v: int):
     """Tensor descriptors (TMA) of the whole-chunk tiles of the state pass: q and k [64, K] of one qk
     head, v [64, BV], Tβ [64, 64], each over a [T, heads · cols] view. None where the tiles would
@@ -1054,7 +1069,7 @@ def _tile_descriptors(q, k, v, tbeta, block_v: int):
     views.append((tbeta.view(T, HV * CHUNK), CHUNK))
     if K != _block_k(K) or V % block_v:
         return None
-    if any(t.data_ptr() % 16 or (t.stride(0) * t.element_size()) % 16 for t, _ in views):
+    if not all(tma_addressable(t) for t, _ in views):
         return None
     return tuple(TensorDescriptor.from_tensor(t, [CHUNK, cols]) for t, cols in views)
 

@@ -48,6 +48,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from kernels.gdn import chunk
+
 CHUNK = 64
 BLOCK_V = 32  # 128 programs per sequence at HV = 32, V = 128 (16: 6–10% slower, 64: spills; 2026-11-30)
 _LOG2E = gl.constexpr(1.4426950408889634)
@@ -62,7 +64,7 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
         return False
     if torch.cuda.get_device_capability(q.device) != (9, 0):
         return False
-    aligned = all(x.data_ptr() % 16 == 0 for x in (q, k, v))
+    aligned = all(chunk.tma_addressable(x.reshape(x.shape[0], -1)) for x in (q, k, v))
     return aligned and q.shape[0] >= CHUNK and q.shape[2] in (64, 128) and v.shape[2] % BLOCK_V == 0
 
 

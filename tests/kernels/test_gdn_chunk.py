@@ -337,3 +337,11 @@ def test_tensor_descriptor_and_pointer_tiles_give_the_same_prefill(monkeypatch):
     o_ptr = gdn.prefill(**via_ptr, backend="triton")
     assert rel_rmse(o_tma, o_ptr) <= 1e-6
     assert rel_rmse(via_tma["state_pool"], via_ptr["state_pool"]) <= 1e-6
+
+
+def test_tma_takes_only_views_whose_base_and_row_pitch_are_16_byte_aligned():
+    # Both the Triton state pass's descriptors and the Gluon pass's supported() ask this one question.
+    rows = torch.zeros(8, 64, dtype=torch.bfloat16)
+    assert chunk.tma_addressable(rows)
+    assert not chunk.tma_addressable(rows[:, 1:])  # base 2 bytes in
+    assert not chunk.tma_addressable(torch.zeros(8, 60, dtype=torch.bfloat16)[:, :56])  # pitch 120 bytes
