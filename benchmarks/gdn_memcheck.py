@@ -3,7 +3,7 @@
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py
 
 Covers our Triton prefill / decode / verify, the prefill with the Gluon state pass (``triton+gluon``, on
-sm_90; ``-overlap``: the intra launch beside it) and the FlashInfer adapters (when flashinfer imports), with
+sm_90; ``-flagged``: the kernels of the overlap mode, in series) and the FlashInfer adapters (when flashinfer imports), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. Each case also checks the result against the torch reference, so
@@ -24,13 +24,38 @@ from gdn_inputs import clone_inputs, make_inputs, rel_rmse  # noqa: E402
 
 from benchmarks.gdn_prefill_probe import with_config  # noqa: E402
 from kernels import gdn  # noqa: E402
+from kernels.gdn import chunk  # noqa: E402
 
 
-def _prefill_with_gluon_state(overlap: bool, **inputs):
+def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config):
+    """``chunk._gluon_prefill``'s overlap mode with its two kernels (the flagged intra launch, the state
+    pass that waits on its flags) one after the other: the sanitizer runs kernels one at a time, so the
+    state pass launched first, as the overlap mode does, would spin forever."""
+    from kernels.gdn import chunk_gluon
+
+    T, HV = g.shape
+    tbeta, gates = chunk._intra_outputs(k, T, HV)
+    flags = torch.zeros(chunk._intra_items(T, state_indices.shape[0], HV), dtype=torch.int32, device=q.device)
+    chunk._launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
+    chunk_gluon.launch_state(
+        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, flags=flags
+    )
+
+
+def _prefill_with_gluon_state(flagged: bool, **inputs):
     """The Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state passes
-    (``overlap``: the intra launch beside it)."""
-    gluon = dict(gluon_state=True, gluon_overlap=overlap)
-    return with_config(gluon, lambda: gdn.prefill(**inputs, backend="triton"))
+    (``flagged``: with the kernels of the overlap mode, in series)."""
+
+    def run():
+        return gdn.prefill(**inputs, backend="triton")
+
+    if not flagged:
+        return with_config(dict(gluon_state=True), run)
+    default, chunk._gluon_prefill = chunk._gluon_prefill, _flagged_in_series
+    try:
+        return with_config(dict(gluon_state=True, gluon_overlap=True), run)
+    finally:
+        chunk._gluon_prefill = default
 
 
 CASES = [
@@ -51,7 +76,7 @@ def main() -> int:
         return 2
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
     if torch.cuda.get_device_capability() == (9, 0):
-        backends += ["triton+gluon", "triton+gluon-overlap"]
+        backends += ["triton+gluon", "triton+gluon-flagged"]
     failures = 0
     for phase, shapes, _ in CASES:
         inputs = make_inputs(phase, dtype=torch.bfloat16, device="cuda", seed=7, **shapes)
@@ -64,7 +89,7 @@ def main() -> int:
                 continue  # a state pass of the prefill only
             run = clone_inputs(inputs)
             if backend.startswith("triton+gluon"):
-                out = _prefill_with_gluon_state(backend.endswith("overlap"), **run)
+                out = _prefill_with_gluon_state(backend.endswith("flagged"), **run)
             else:
                 out = getattr(gdn, phase)(**run, backend=backend)
             torch.cuda.synchronize()

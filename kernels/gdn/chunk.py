@@ -862,13 +862,18 @@ def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, s
     N = state_indices.shape[0]
     tbeta, gates = _intra_outputs(k, T, HV)
     flags = torch.zeros(_intra_items(T, N, HV), dtype=torch.int32, device=q.device)
+    intra = (k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
+    # Compiled and loaded before the state pass starts: loading a module can wait for the kernels
+    # running on the device (CUDA's lazy loading synchronizes the context), here one spinning on
+    # flags that only this launch sets. Found on the H200: the first call hung.
+    _launch_intra_flagged(*intra, load_only=True)
     main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
     side.wait_stream(main)  # the flags zeroed, the inputs written (recorded before the state pass)
     chunk_gluon.launch_state(
         q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, flags=flags
     )
     with torch.cuda.stream(side):
-        _launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
+        _launch_intra_flagged(*intra)
     main.wait_stream(side)  # what follows on the caller's stream may free or reuse what both read
 
 
@@ -973,18 +978,30 @@ def _side_stream(device: torch.device) -> torch.cuda.Stream:
     return _SIDE_STREAMS[device]
 
 
-def _launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config):
+def _launch_intra_flagged(
+    k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config, load_only=False
+):
     """Launch 1 as ``_launch_intra`` makes it, on a 1-D grid in chunk order, each (chunk, value head)
-    flagged when its Tβ and gate sums are stored (no schedule: the Gluon state pass needs none)."""
+    flagged when its Tβ and gate sums are stored (no schedule: the Gluon state pass needs none).
+    ``load_only``: compile the kernel and load it on the device, launch nothing."""
     T, HV = g.shape
     N = state_indices.shape[0]
-    _gdn_chunk_intra_kernel[(_intra_items(T, N, HV),)](
+    grid = (_intra_items(T, N, HV),)
+    args = (
         # schedule, n_programs, seg_chunks: unused when FLAGGED (no schedule to write)
         k, g, beta, state_indices, cu_seqlens, tbeta, gates, T, flags, 0, 1, N, flags,
-        PREC=_solve_precision(k.dtype), FLAGGED=True, num_warps=config.intra_warps,
+    )  # fmt: skip
+    meta = dict(
+        PREC=_solve_precision(k.dtype),
+        FLAGGED=True,
+        num_warps=config.intra_warps,
         **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
         **_common(k, HV, state_indices),
-    )  # fmt: skip
+    )
+    if load_only:
+        _gdn_chunk_intra_kernel.warmup(*args, grid=grid, **meta)._init_handles()
+    else:
+        _gdn_chunk_intra_kernel[grid](*args, **meta)
 
 
 def _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config):
