@@ -968,6 +968,19 @@ def _intra_items(T: int, N: int, HV: int) -> int:
     return (T // CHUNK + N) * HV
 
 
+def _load_function(function: int) -> None:
+    """Put a kernel's code on the device now: under CUDA's lazy loading (the default) a function looked up
+    is loaded at its first launch, and loading can wait for the kernels running (CUDA programming guide,
+    "Lazy Loading": preload kernels meant to run concurrently)."""
+    import ctypes
+
+    driver = ctypes.CDLL("libcuda.so.1")
+    if hasattr(driver, "cuFuncLoad"):  # drivers of CUDA 12.4 and later; earlier ones load eagerly here
+        error = driver.cuFuncLoad(ctypes.c_void_p(function))
+        if error:
+            raise RuntimeError(f"cuFuncLoad failed with CUDA error {error}")
+
+
 _SIDE_STREAMS: dict = {}
 
 
@@ -999,7 +1012,9 @@ def _launch_intra_flagged(
         **_common(k, HV, state_indices),
     )
     if load_only:
-        _gdn_chunk_intra_kernel.warmup(*args, grid=grid, **meta)._init_handles()
+        kernel = _gdn_chunk_intra_kernel.warmup(*args, grid=grid, **meta)
+        kernel._init_handles()  # the module loaded, the function looked up
+        _load_function(kernel.function)
     else:
         _gdn_chunk_intra_kernel[grid](*args, **meta)
 
