@@ -74,7 +74,7 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 CHUNK = 64
-_SM_COUNT_HINT = 132  # H200; only shapes how many segments a long sequence is cut into
+_SM_COUNT_HINT = 132  # H200; shapes how a long sequence is split and where the Gluon pass is preferred
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Smallest K tile. 64 on GPUs: Triton 3.6 on sm_90 miscompiles these kernels' dots when one tile
@@ -778,12 +778,13 @@ class LaunchConfig(NamedTuple):
     carry_warps: int = 4
     carry_stages: int = 1
     # The segment, carry and state passes replaced by ``chunk_gluon``'s one Gluon kernel (sm_90, 16-bit
-    # q/k/v; every sequence unsplit). Off until its GPU tests and memcheck have run on the H200: as a
-    # probe of one sequence it was 1.19–1.39x faster than these passes and bit-identical to them (2026-11-30).
+    # q/k/v, ``chunk_gluon.supported``; every sequence unsplit, so worth it when its programs run in one
+    # wave: ``launch_config``).
     gluon_state: bool = False
     # With ``gluon_state``: the intra launch runs beside the state pass instead of before it (on a second
     # stream, its 1-D grid in chunk order, a flag per (chunk, value head) that the state pass waits on),
-    # so its 33–36% of the Gluon path's time could hide behind the state pass. Untested on a GPU.
+    # so its share of the time hides behind the state pass; only where every state program is resident
+    # at once with an SM to spare (``chunk_gluon.leaves_an_sm_free``), before it otherwise.
     gluon_overlap: bool = False
 
 
@@ -814,7 +815,13 @@ def launch_config(
       sequence's (M, B) tiles run in one wave (2026-11-30 02:04: 3 % faster at 16k and 64k tokens,
       equal at 4k and on 16×2048).
 
-    ``num_seqs`` does not enter the present rule (a batch of short sequences is never split anyway)."""
+    - The Gluon state pass (``gluon_state``, with the intra launch beside it: ``gluon_overlap``) where
+      its programs — (V tile of 32, value head, sequence), every sequence unsplit — fit in one wave
+      with an SM to spare: one long sequence at Qwen3-Next's 32 value heads. Where they do not (16×2048:
+      2048 programs, 1.16 against 0.95 ms for these passes, 2026-11-30 07:15) the Triton passes, which
+      split long sequences and run short ones two programs per SM. Only where ``chunk_gluon.supported``
+      holds (sm_90, 16-bit inputs).
+    """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
     block_v = 64
@@ -822,7 +829,13 @@ def launch_config(
     slots = _PROGRAMS_PER_SM * _SM_COUNT_HINT
     segments = max(1, slots // tiles)
     seg_chunks = max(4, triton.cdiv(triton.cdiv(num_tokens, CHUNK), segments))
-    return LaunchConfig(block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168)
+    from kernels.gdn import chunk_gluon  # imported here: where Gluon applies
+
+    gluon = chunk_gluon.programs(num_v_heads, v_dim, num_seqs) < _SM_COUNT_HINT
+    return LaunchConfig(
+        block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
+        gluon_state=gluon, gluon_overlap=gluon,
+    )  # fmt: skip
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: float) -> torch.Tensor:
@@ -851,15 +864,15 @@ def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, s
     or (``gluon_overlap``) side by side, the intra launch on a second stream flagging each chunk."""
     from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
 
-    if not config.gluon_overlap:
+    N = state_indices.shape[0]
+    if not (config.gluon_overlap and chunk_gluon.leaves_an_sm_free(v, N)):
         tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
         chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale)
         return
-    # The state pass is launched first, so its programs (one per SM by shared memory) hold their SMs;
-    # the intra programs fill the rest beside them and never wait on anything, so every flag the state
-    # pass waits for gets set, whatever order the GPU runs the two in.
+    # The state pass is launched first, all of its programs resident at once (one per SM by shared
+    # memory, fewer than the SMs); the intra programs fill the rest beside them and never wait on
+    # anything, so every flag the state pass waits for gets set.
     T, HV = g.shape
-    N = state_indices.shape[0]
     tbeta, gates = _intra_outputs(k, T, HV)
     flags = torch.zeros(_intra_items(T, N, HV), dtype=torch.int32, device=q.device)
     intra = (k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
@@ -974,11 +987,17 @@ def _load_function(function: int) -> None:
     "Lazy Loading": preload kernels meant to run concurrently)."""
     import ctypes
 
+    if function in _LOADED:
+        return  # and not again, e.g. while a CUDA graph is being captured
     driver = ctypes.CDLL("libcuda.so.1")
-    if hasattr(driver, "cuFuncLoad"):  # drivers of CUDA 12.4 and later; earlier ones load eagerly here
+    if hasattr(driver, "cuFuncLoad"):  # CUDA 12.4 drivers on; before, CUDA_MODULE_LOADING=EAGER would do
         error = driver.cuFuncLoad(ctypes.c_void_p(function))
         if error:
             raise RuntimeError(f"cuFuncLoad failed with CUDA error {error}")
+    _LOADED.add(function)
+
+
+_LOADED: set[int] = set()
 
 
 _SIDE_STREAMS: dict = {}

@@ -22,7 +22,8 @@ With ``flags`` (``LaunchConfig.gluon_overlap``) the intra launch runs beside thi
 and flags each (chunk, value head) when its Tβ and gate sums are stored; this pass spins on a chunk's
 flag (an acquire) before it reads them, and then fences the async proxy, since TMA reads what other SMs
 wrote through the generic one. Two output buffers keep this kernel at one program per SM (≥ 116 KiB of
-shared memory), so two intra programs always fit beside it and set every flag it waits for.
+shared memory); the overlap is only used when all of its programs fit at once with an SM to spare
+(``leaves_an_sm_free``), so the intra programs always have room and set every flag it waits for.
 
 Measured as a probe of one unsplit sequence of full chunks (benchmarks/RESULTS.md, "A state pass in
 Gluon", H200 2026-11-30 06:07, branch ``gluon-state-probe``): outputs and states bit-identical to
@@ -66,6 +67,21 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
         return False
     aligned = all(chunk.tma_addressable(x.reshape(x.shape[0], -1)) for x in (q, k, v))
     return aligned and q.shape[0] >= CHUNK and q.shape[2] in (64, 128) and v.shape[2] % BLOCK_V == 0
+
+
+def programs(v_heads: int, v_dim: int, n_seqs: int) -> int:
+    """This pass's grid: one program per (V tile, value head, sequence)."""
+    return triton.cdiv(v_dim, BLOCK_V) * v_heads * n_seqs
+
+
+def leaves_an_sm_free(v: torch.Tensor, n_seqs: int) -> bool:
+    """Whether the intra launch may run beside this pass (``gluon_overlap``) without a deadlock. The GPU
+    places a later kernel's programs only in what an earlier kernel leaves once all of its own programs
+    are placed (found on the H200: with 768 state programs the flagged intra launch never started), so
+    every state program must be resident at once — at one per SM, fewer programs than SMs — and the SM
+    left over always has room for intra programs, which wait on nothing."""
+    sms = torch.cuda.get_device_properties(v.device).multi_processor_count
+    return programs(v.shape[1], v.shape[2], n_seqs) < sms
 
 
 @gluon.jit

@@ -228,6 +228,25 @@ def test_the_gpu_default_splits_one_long_sequence_to_fill_the_gpu_in_one_wave(T)
     assert cfg.state_stages == 2
 
 
+@pytest.mark.parametrize(
+    "seqlens,heads,gluon",
+    [
+        ([65536], 32, True),
+        ([4096], 32, True),
+        ([2048] * 16, 32, False),
+        ([4096] * 2, 32, False),
+        ([700] * 8, 4, True),
+    ],
+)
+def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_once(seqlens, heads, gluon):
+    # One program per (V tile of 32, value head, sequence), one per SM: fewer than the SMs, so the intra
+    # launch can run beside them (chunk_gluon.leaves_an_sm_free); else the Triton passes.
+    cfg = chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=False)
+    assert cfg.gluon_state == cfg.gluon_overlap == gluon
+    assert (4 * heads * len(seqlens) < chunk._SM_COUNT_HINT) == gluon
+    assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
+
+
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():
     # 16×2048 (measured in benchmarks/RESULTS.md): 16 sequences already give 1024 programs.
     cfg = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)

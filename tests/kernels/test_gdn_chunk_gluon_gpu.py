@@ -25,6 +25,9 @@ pytestmark = [
 ]
 
 QWEN3_NEXT = dict(H=16, HV=32, K=128, V=128)
+# Few value heads, so a batch's state programs fit on the GPU at once with an SM to spare, as the
+# overlap needs (chunk_gluon.leaves_an_sm_free); at Qwen3-Next's heads only one sequence does.
+FEW_HEADS = dict(H=2, HV=4, K=128, V=128)
 BF16_BOUND = 5e-3  # against the fp32 reference on the same bf16 values (the fla test standard)
 SAME_MATH_BOUND = 1e-3  # against the Triton passes on the same inputs
 
@@ -35,15 +38,22 @@ class GluonSwitch:
     def __init__(self, monkeypatch):
         from kernels.gdn import chunk_gluon
 
-        self.calls = []
+        self.calls = []  # state passes
+        self.flagged = []  # intra launches beside them
         self._monkeypatch = monkeypatch
-        launch = chunk_gluon.launch_state
+        launch, launch_flagged = chunk_gluon.launch_state, chunk._launch_intra_flagged
 
         def counted(*args, **kwargs):
             self.calls.append(args[0].shape)
             return launch(*args, **kwargs)
 
+        def counted_flagged(*args, load_only=False):
+            if not load_only:
+                self.flagged.append(args[0].shape)
+            return launch_flagged(*args, load_only=load_only)
+
         monkeypatch.setattr(chunk_gluon, "launch_state", counted)
+        monkeypatch.setattr(chunk, "_launch_intra_flagged", counted_flagged)
 
     def on(self, overlap: bool = False):
         """With ``overlap`` the intra launch runs beside the state pass (``gluon_overlap``)."""
@@ -84,7 +94,8 @@ CASES = {
 @pytest.mark.parametrize("case", CASES)
 def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, overlap):
     seqlens, pad = CASES[case]
-    low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad)
+    dims = FEW_HEADS if overlap and len(seqlens) > 1 else QWEN3_NEXT
+    low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad, **dims)
     pool_before = low["state_pool"].clone()
     triton_passes = clone_inputs(low)
     o_triton = gdn.prefill(**triton_passes, backend="triton")
@@ -92,6 +103,7 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
     gluon.on(overlap)
     o = gdn.prefill(**low, backend="triton")
     assert len(gluon.calls) == 1, "the Gluon state pass did not run"
+    assert len(gluon.flagged) == overlap, "the intra launch ran beside it" if not overlap else "it did not"
     o_ref = gdn.prefill(**upcast, backend="torch")
 
     slots = low["state_indices"].tolist()
@@ -129,11 +141,22 @@ def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype):
     assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
 
 
+def test_the_overlap_asked_for_with_more_state_programs_than_sms_runs_the_intra_launch_before(gluon):
+    # 4 sequences × 32 value heads × 4 V tiles = 512 state programs: they cannot all be resident, and
+    # the GPU would not start the intra launch until they were (the hang this guard is for).
+    low, upcast = _inputs([2048] * 4, seed=5)
+    gluon.on(overlap=True)
+    o = gdn.prefill(**low, backend="triton")
+    assert len(gluon.calls) == 1 and not gluon.flagged
+    assert rel_rmse(o, gdn.prefill(**upcast, backend="torch")) <= BF16_BOUND
+
+
 @pytest.mark.parametrize("overlap", [False, True], ids=["intra-before", "intra-beside"])
 def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, overlap):
     # With the intra launch beside it, the graph holds a fork onto a second stream and the join back.
-    low, _ = _inputs([100, 156, 64, 1], seed=11)
-    fresh, _ = _inputs([100, 156, 64, 1], seed=12)
+    low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
+    fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
     gluon.on(overlap)
     assert_prefill_replay_matches_eager(low, fresh)
     assert gluon.calls, "the Gluon state pass did not run"
+    assert bool(gluon.flagged) == overlap
