@@ -54,14 +54,17 @@ class GluonSwitch:
 
         monkeypatch.setattr(chunk_gluon, "launch_state", counted)
         monkeypatch.setattr(chunk, "_launch_intra_flagged", counted_flagged)
+        self._default = chunk.launch_config
+        self._pin(gluon_state=False, gluon_overlap=False)  # the Triton passes until on()
 
     def on(self, overlap: bool = False):
         """With ``overlap`` the intra launch runs beside the state pass (``gluon_overlap``)."""
-        default = chunk.launch_config
+        self._pin(gluon_state=True, gluon_overlap=overlap)
+
+    def _pin(self, **fields):
+        default = self._default
         self._monkeypatch.setattr(
-            chunk,
-            "launch_config",
-            lambda *a, **kw: default(*a, **kw)._replace(gluon_state=True, gluon_overlap=overlap),
+            chunk, "launch_config", lambda *a, **kw: default(*a, **kw)._replace(**fields)
         )
 
 
