@@ -782,9 +782,11 @@ class LaunchConfig(NamedTuple):
     # wave: ``launch_config``).
     gluon_state: bool = False
     # With ``gluon_state``: the intra launch runs beside the state pass instead of before it (on a second
-    # stream, its 1-D grid in chunk order, a flag per (chunk, value head) that the state pass waits on),
-    # so its share of the time hides behind the state pass; only where every state program is resident
-    # at once with an SM to spare (``chunk_gluon.leaves_an_sm_free``), before it otherwise.
+    # stream, its 1-D grid in chunk order, a flag per (chunk, value head) that the state pass waits on);
+    # only where every state program is resident at once with an SM to spare
+    # (``chunk_gluon.leaves_an_sm_free``), before it otherwise. Off: slower as it stands (H200
+    # 2026-11-30 07:21: 2.696 against 2.306 ms at 64k tokens; not profiled yet: most likely the intra
+    # programs, given only the room the state programs leave, set the pace).
     gluon_overlap: bool = False
 
 
@@ -815,12 +817,13 @@ def launch_config(
       sequence's (M, B) tiles run in one wave (2026-11-30 02:04: 3 % faster at 16k and 64k tokens,
       equal at 4k and on 16×2048).
 
-    - The Gluon state pass (``gluon_state``, with the intra launch beside it: ``gluon_overlap``) where
-      its programs — (V tile of 32, value head, sequence), every sequence unsplit — fit in one wave
-      with an SM to spare: one long sequence at Qwen3-Next's 32 value heads. Where they do not (16×2048:
-      2048 programs, 1.16 against 0.95 ms for these passes, 2026-11-30 07:15) the Triton passes, which
-      split long sequences and run short ones two programs per SM. Only where ``chunk_gluon.supported``
-      holds (sm_90, 16-bit inputs).
+    - The Gluon state pass (``gluon_state``, the intra launch before it) where its programs — (V tile
+      of 32, value head, sequence), every sequence unsplit, one per SM — fit in one wave with an SM to
+      spare: one long sequence at Qwen3-Next's 32 value heads (2026-11-30 07:08–07:14: 0.155 / 0.591 /
+      2.306 ms at 4k / 16k / 64k tokens against 0.194 / 0.665 / 2.522 for the Triton passes). Where they
+      do not, the Triton passes, which split long sequences and run short ones two programs per SM
+      (16×2048: 2048 Gluon programs, 1.162 against 0.948 ms, 07:08). Only where
+      ``chunk_gluon.supported`` holds (sm_90, 16-bit inputs).
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)

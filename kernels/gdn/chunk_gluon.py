@@ -25,12 +25,14 @@ wrote through the generic one. Two output buffers keep this kernel at one progra
 shared memory); the overlap is only used when all of its programs fit at once with an SM to spare
 (``leaves_an_sm_free``), so the intra programs always have room and set every flag it waits for.
 
-Measured as a probe of one unsplit sequence of full chunks (benchmarks/RESULTS.md, "A state pass in
-Gluon", H200 2026-11-30 06:07, branch ``gluon-state-probe``): outputs and states bit-identical to
-``chunk.py``'s; 1.34–1.40 µs a chunk step against ~4.2 for the Triton state pass; the whole prefill
-0.140 / 0.533 / 2.104 ms on 4k / 16k / 64k tokens (1.79 / 1.79 / 1.86× fla). This general form (varlen,
-partial chunks, padding slots) has not yet run on a GPU: ``chunk.LaunchConfig.gluon_state`` is off by
-default until ``tests/kernels/test_gdn_chunk_gluon_gpu.py`` and memcheck have passed on the H200.
+Measured on the H200 (benchmarks/RESULTS.md, "The Gluon state pass on main", 2026-11-30 07:08–07:21,
+CUDA-graph replays, the intra launch before it): 0.155 / 0.591 / 2.306 ms for one sequence of 4k / 16k /
+64k tokens at Qwen3-Next's heads, against 0.194 / 0.665 / 2.522 for the Triton passes, which keep
+16×2048 (0.948 against 1.162 here: 2048 programs, 16 waves of one per SM). ``chunk.launch_config``
+picks it where its programs fit at once. The overlap measured slower (0.171 / 0.658 / 2.696 ms; not yet
+profiled: most likely the intra programs, given only the room the state programs leave, set the pace)
+and is off by default. GPU tests
+(``tests/kernels/test_gdn_chunk_gluon_gpu.py``, both modes) and memcheck (``gdn_memcheck.py``) pass.
 """
 
 from __future__ import annotations
