@@ -785,8 +785,8 @@ class LaunchConfig(NamedTuple):
     # stream, its 1-D grid in chunk order, a flag per (chunk, value head) that the state pass waits on);
     # only where every state program is resident at once with an SM to spare
     # (``chunk_gluon.leaves_an_sm_free``), before it otherwise. Off: slower as it stands (H200
-    # 2026-11-30 07:21: 2.696 against 2.306 ms at 64k tokens; not profiled yet: most likely the intra
-    # programs, given only the room the state programs leave, set the pace).
+    # 2026-11-30 07:21: 2.696 against 2.306 ms at 64k tokens: beside a state program only two intra
+    # programs fit on an SM, half the intra launch's rate alone, and it sets the pace; RESULTS.md).
     gluon_overlap: bool = False
 
 

@@ -29,9 +29,9 @@ Measured on the H200 (benchmarks/RESULTS.md, "The Gluon state pass on main", 202
 CUDA-graph replays, the intra launch before it): 0.155 / 0.591 / 2.306 ms for one sequence of 4k / 16k /
 64k tokens at Qwen3-Next's heads, against 0.194 / 0.665 / 2.522 for the Triton passes, which keep
 16×2048 (0.948 against 1.162 here: 2048 programs, 16 waves of one per SM). ``chunk.launch_config``
-picks it where its programs fit at once. The overlap measured slower (0.171 / 0.658 / 2.696 ms; not yet
-profiled: most likely the intra programs, given only the room the state programs leave, set the pace)
-and is off by default. GPU tests
+picks it where its programs fit at once. The overlap measured slower (0.171 / 0.658 / 2.696 ms): beside a
+state program only two intra programs fit on an SM (shared memory, registers), half the intra launch's
+rate alone, so it sets the pace; it is off by default. GPU tests
 (``tests/kernels/test_gdn_chunk_gluon_gpu.py``, both modes) and memcheck (``gdn_memcheck.py``) pass.
 """
 
