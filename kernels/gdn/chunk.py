@@ -50,9 +50,11 @@ intra launch 2816 → 2280, its merge in Horner's order, 2600 since it writes th
 the programs per SM (the intra launch at 128 registers, the segment pass at 168): 1.32–1.43× faster
 than at 00:50 that day.
 
-On sm_90, ``LaunchConfig.gluon_state`` replaces passes 2 and 3 by ``chunk_gluon``'s one Gluon kernel
-(every sequence unsplit, copies and dots scheduled by hand): as a probe of one sequence it was 1.19–1.39×
-faster and bit-identical (RESULTS.md, 2026-11-30); off by default until its GPU tests have run.
+On sm_90 with 16-bit inputs, ``LaunchConfig.gluon_state`` replaces passes 2 and 3 by ``chunk_gluon``'s
+one Gluon kernel (every sequence unsplit, copies and dots scheduled by hand). ``launch_config`` takes it
+where its programs fit on the GPU at once — one long sequence at Qwen3-Next's heads: 0.155 / 0.591 /
+2.306 ms at 4k / 16k / 64k tokens, 1.62 / 1.62 / 1.69× fla (H200 probe, 2026-11-30 07:08–07:14, RESULTS.md)
+— and keeps the passes above for batches (16×2048: 0.948 against its 1.162 ms).
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
