@@ -33,9 +33,7 @@ def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlen
     state pass launched first, as the overlap mode does, would spin forever."""
     from kernels.gdn import chunk_gluon
 
-    T, HV = g.shape
-    tbeta, gates = chunk._intra_outputs(k, T, HV)
-    flags = torch.zeros(chunk._intra_items(T, state_indices.shape[0], HV), dtype=torch.int32, device=q.device)
+    tbeta, gates, flags = chunk._flagged_outputs(k, g, state_indices)
     chunk._launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
     chunk_gluon.launch_state(
         q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, flags=flags

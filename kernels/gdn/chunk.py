@@ -877,9 +877,7 @@ def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, s
     # The state pass is launched first, all of its programs resident at once (one per SM by shared
     # memory, fewer than the SMs); the intra programs fill the rest beside them and never wait on
     # anything, so every flag the state pass waits for gets set.
-    T, HV = g.shape
-    tbeta, gates = _intra_outputs(k, T, HV)
-    flags = torch.zeros(_intra_items(T, N, HV), dtype=torch.int32, device=q.device)
+    tbeta, gates, flags = _flagged_outputs(k, g, state_indices)
     intra = (k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
     # Compiled and loaded before the state pass starts: loading a module can wait for the kernels
     # running on the device (CUDA's lazy loading synchronizes the context), here one spinning on
@@ -973,17 +971,33 @@ def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
         config.seg_chunks,
         N,
         state_indices,  # no flags
-        PREC=_solve_precision(k.dtype),
-        num_warps=config.intra_warps,
-        **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
-        **_common(k, HV, state_indices),
+        **_intra_meta(k, HV, state_indices, config),
     )
     return tbeta, gates, schedule
+
+
+def _intra_meta(k, HV: int, state_indices, config, **extra) -> dict:
+    """The intra kernel's meta-parameters and launch options, the same for both of its launches."""
+    cap = {"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}
+    return dict(
+        PREC=_solve_precision(k.dtype),
+        num_warps=config.intra_warps,
+        **cap,
+        **_common(k, HV, state_indices),
+        **extra,
+    )
 
 
 def _intra_items(T: int, N: int, HV: int) -> int:
     """The intra launch's (chunk, value head) items: its grid's programs × value heads."""
     return (T // CHUNK + N) * HV
+
+
+def _flagged_outputs(k, g, state_indices) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The flagged intra launch's outputs: ``_intra_outputs`` and a zeroed flag per item."""
+    T, HV = g.shape
+    flags = torch.zeros(_intra_items(T, state_indices.shape[0], HV), dtype=torch.int32, device=k.device)
+    return (*_intra_outputs(k, T, HV), flags)
 
 
 def _load_function(function: int) -> None:
@@ -1028,13 +1042,7 @@ def _launch_intra_flagged(
         # schedule, n_programs, seg_chunks: unused when FLAGGED (no schedule to write)
         k, g, beta, state_indices, cu_seqlens, tbeta, gates, T, flags, 0, 1, N, flags,
     )  # fmt: skip
-    meta = dict(
-        PREC=_solve_precision(k.dtype),
-        FLAGGED=True,
-        num_warps=config.intra_warps,
-        **({"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}),
-        **_common(k, HV, state_indices),
-    )
+    meta = _intra_meta(k, HV, state_indices, config, FLAGGED=True)
     if load_only:
         kernel = _gdn_chunk_intra_kernel.warmup(*args, grid=grid, **meta)
         kernel._init_handles()  # the module loaded, the function looked up
