@@ -93,7 +93,7 @@ KERNELS = {
     "verify": (fused_recurrent._gdn_verify_kernel, SHAPES),
     "intra": (
         chunk._gdn_chunk_intra_kernel,
-        dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None, FLAGGED=False),
+        dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None, FLAGGED=False, SOLVE_BF16=False),
     ),
     "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
     "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
@@ -154,6 +154,15 @@ VARIANTS = [
     ("intra", "no register cap", {}, _default.intra_warps, 1),
     ("intra", "8 warps", {}, 8, 1),
     ("intra", "flagged", dict(FLAGGED=True), _default.intra_warps, 1, dict(maxnreg=_default.intra_maxnreg)),
+    (
+        "intra",
+        "bf16 solve",
+        dict(SOLVE_BF16=True),
+        _default.intra_warps,
+        1,
+        dict(maxnreg=_default.intra_maxnreg),
+    ),
+    ("intra", "bf16 solve 168", dict(SOLVE_BF16=True), _default.intra_warps, 1, dict(maxnreg=168)),
     (
         "segment",
         "default",

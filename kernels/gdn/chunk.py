@@ -256,7 +256,7 @@ def _exp(x):
 def _intra_chunk(
     k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
-    IN_PREC: tl.constexpr,
+    IN_PREC: tl.constexpr, SOLVE_BF16: tl.constexpr,
 ):  # fmt: skip
     """Chunk ``j`` of the sequence [bos, eos) for value head ``hv`` (qk head ``h``): its rows of Tβ and
     of the gate sums, stored."""
@@ -292,10 +292,20 @@ def _intra_chunk(
     # three operands; 2616 instructions per warp against 2816, gdn_kernel_resources.py).
     diag_block = (rows[:, None] // 16) == (rows[None, :] // 16)
     d_inv = _block_diag(_inv_unit_lower_blocks(_diag_blocks(a, BT), PREC), BT)
-    nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
-    t_inv = d_inv - tl.dot(nil, d_inv, input_precision=PREC)
-    t_inv = d_inv - tl.dot(nil, t_inv, input_precision=PREC)
-    t_beta = (d_inv - tl.dot(nil, t_inv, input_precision=PREC)) * b_c[None, :]
+    if SOLVE_BF16:
+        # The four 64×64 dots on bf16 operands (fp32 sums): they make the off-diagonal corrections, so
+        # their rounding moves Tβ by ≤ 2e-4 relative, a tenth of storing Tβ in bf16 (1.6–1.9e-3;
+        # fp64 emulation over 200 chunks each of strong and weak decay, 2026-11-30).
+        d_lo = d_inv.to(tl.bfloat16)
+        nil = tl.dot(d_lo, tl.where(diag_block, 0.0, a).to(tl.bfloat16)).to(tl.bfloat16)
+        t_inv = d_inv - tl.dot(nil, d_lo)
+        t_inv = d_inv - tl.dot(nil, t_inv.to(tl.bfloat16))
+        t_beta = (d_inv - tl.dot(nil, t_inv.to(tl.bfloat16))) * b_c[None, :]
+    else:
+        nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
+        t_inv = d_inv - tl.dot(nil, d_inv, input_precision=PREC)
+        t_inv = d_inv - tl.dot(nil, t_inv, input_precision=PREC)
+        t_beta = (d_inv - tl.dot(nil, t_inv, input_precision=PREC)) * b_c[None, :]
     _store_rows(t_out + hv * BT, tok0, rows, ok, HV * BT, rows, rows, t_beta, True, False)
 
 
@@ -322,6 +332,7 @@ def _gdn_chunk_intra_kernel(
     PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
     FLAGGED: tl.constexpr = False,
+    SOLVE_BF16: tl.constexpr = False,
 ):
     if FLAGGED:
         # Beside chunk_gluon's state pass (``gluon_overlap``): a 1-D grid, value head fastest, so the
@@ -340,7 +351,9 @@ def _gdn_chunk_intra_kernel(
         return
     if tl.load(state_indices + n) < 0:
         return  # padding: the state pass waits for no chunk of it
-    _intra_chunk(k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h, H, HV, K, BK, PREC, IN_PREC)
+    _intra_chunk(
+        k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h, H, HV, K, BK, PREC, IN_PREC, SOLVE_BF16
+    )  # fmt: skip
     if FLAGGED:
         tl.debug_barrier()  # every thread's stores of this item before its flag
         tl.atomic_xchg(flags + item, 1, sem="release", scope="gpu")
@@ -981,6 +994,7 @@ def _intra_meta(k, HV: int, state_indices, config, **extra) -> dict:
     cap = {"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}
     return dict(
         PREC=_solve_precision(k.dtype),
+        SOLVE_BF16=k.dtype == torch.bfloat16,  # the four big solve dots on bf16 operands
         num_warps=config.intra_warps,
         **cap,
         **_common(k, HV, state_indices),

@@ -109,18 +109,25 @@ def _first_chunk(cu_seqlens, n, BN: gl.constexpr):
 
 
 @gluon.jit
-def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FRESH: gl.constexpr):
+def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FRESH: gl.constexpr, FULL: gl.constexpr):
     """The gate sums of the chunk at ``tok0`` as loaded (rows past ``n_rows`` as 0): γ by rows of both
     tile shapes and by columns, γ_C − γ by rows, and γ_0, γ_C − γ_0. No arithmetic here (see above).
     ``FRESH``: past L1 (the intra launch beside this pass may have written them since a cache line that
-    holds the end of the previous chunk's sums was read)."""
+    holds the end of the previous chunk's sums was read). ``FULL``: the caller knows the chunk is whole
+    (no masks: the chunk loop's loads, fewer instructions and registers a step)."""
     cache: gl.constexpr = ".cg" if FRESH else ""
-    gam_v = gl.load(gam_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0, cache_modifier=cache)
-    after_v = gl.load(after_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0, cache_modifier=cache)
+    if FULL:
+        gam_v = gl.load(gam_of_hv + tok0 + r_v, cache_modifier=cache)
+        after_v = gl.load(after_of_hv + tok0 + r_v, cache_modifier=cache)
+        b_row = gl.load(gam_of_hv + tok0 + r_t, cache_modifier=cache)
+        b_col = gl.load(gam_of_hv + tok0 + c_t, cache_modifier=cache)
+    else:
+        gam_v = gl.load(gam_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0, cache_modifier=cache)
+        after_v = gl.load(after_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0, cache_modifier=cache)
+        b_row = gl.load(gam_of_hv + tok0 + r_t, mask=r_t < n_rows, other=0.0, cache_modifier=cache)
+        b_col = gl.load(gam_of_hv + tok0 + c_t, mask=c_t < n_rows, other=0.0, cache_modifier=cache)
     gam0 = gl.load(gam_of_hv + tok0, cache_modifier=cache)
     after0 = gl.load(after_of_hv + tok0, cache_modifier=cache)
-    b_row = gl.load(gam_of_hv + tok0 + r_t, mask=r_t < n_rows, other=0.0, cache_modifier=cache)
-    b_col = gl.load(gam_of_hv + tok0 + c_t, mask=c_t < n_rows, other=0.0, cache_modifier=cache)
     return gam_v, after_v, gam0, after0, b_row, b_col
 
 
@@ -300,7 +307,7 @@ def _gdn_gluon_state_kernel(
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
     log2_scale = gl.log2(scale)
     gates_now = _gates_ready(
-        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t, WAIT)
+        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t, WAIT, False)
     )
     out = warpgroup_mma_init(gl.zeros([64, BV], gl.float32, acc_v))
     p = gl.zeros([64, 64], dt, p_op)
@@ -327,11 +334,10 @@ def _gdn_gluon_state_kernel(
         tma.async_copy_global_to_shared(
             t_desc, [tok0 + 64, col_t], bars.index(nxt), t_s.index(nxt), pred=more
         )
-        # The next chunk's gate sums (the partial one's, or this one's again past the end).
-        tok_n = gl.minimum(tok0 + 64, bos + (n_chunks - 1) * 64)
-        gates_next = _gate_loads(
-            gam_of_hv, after_of_hv, tok_n, gl.minimum(eos - tok_n, 64), r_v, r_t, c_t, WAIT
-        )
+        # The next full chunk's gate sums (this one's again after the last: a partial chunk's are
+        # loaded, masked, after the loop).
+        tok_n = gl.minimum(tok0 + 64, bos + (n_full - 1) * 64)
+        gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, 64, r_v, r_t, c_t, WAIT, True)
 
         _store_state_operand(s_s, state)
         mbarrier.wait(bars.index(stage), (c // 2) & 1)
@@ -353,6 +359,7 @@ def _gdn_gluon_state_kernel(
     if tail > 0:
         # The partial last chunk: masked loads into the tiles, the same step, masked stores.
         tok0 = bos + n_full * 64
+        gates_now = _gates_ready(_gate_loads(gam_of_hv, after_of_hv, tok0, tail, r_v, r_t, c_t, WAIT, False))
         gl.thread_barrier()
         _load_tile(q_s.index(0), q + col_qk, tok0, tail, H * K, K, ld_layout)
         _load_tile(k_s.index(0), k + col_qk, tok0, tail, H * K, K, ld_layout)
