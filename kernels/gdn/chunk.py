@@ -52,9 +52,12 @@ than at 00:50 that day.
 
 On sm_90 with 16-bit inputs, ``LaunchConfig.gluon_state`` replaces passes 2 and 3 by ``chunk_gluon``'s
 one Gluon kernel (every sequence unsplit, copies and dots scheduled by hand). ``launch_config`` takes it
-where its programs fit on the GPU at once — one long sequence at Qwen3-Next's heads: 0.155 / 0.591 /
-2.306 ms at 4k / 16k / 64k tokens, 1.62 / 1.62 / 1.69× fla (H200 probe, 2026-11-30 07:08–07:14, RESULTS.md)
-— and keeps the passes above for batches (16×2048: 0.948 against its 1.162 ms).
+where its programs fit on the GPU at once — one long sequence at Qwen3-Next's heads — and keeps the
+passes above for batches (16×2048: 0.948 against its 1.162 ms, 07:08). For bf16 inputs the intra launch's
+four 64×64 solve dots take bf16 operands (fp32 sums; Tβ moves ≤ 2e-4 relative, a ninth of its own bf16
+rounding: ``tests/kernels/test_gdn_solve_precision.py``), 20% off that launch. Side by side with the peers
+(2026-11-30 08:36, RESULTS.md): 142.7 / 538.0 / 2087.6 µs on one sequence of 4k / 16k / 64k tokens and
+877.8 on 16×2048, 1.75 / 1.77 / 1.86 / 2.45× fla; FlashInfer's kernel 146.3 / 407.0 / 1528.0 / 401.0.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -835,7 +838,8 @@ def launch_config(
     - The Gluon state pass (``gluon_state``, the intra launch before it) where its programs — (V tile
       of 32, value head, sequence), every sequence unsplit, one per SM — fit in one wave with an SM to
       spare: one long sequence at Qwen3-Next's 32 value heads (2026-11-30 07:08–07:14: 0.155 / 0.591 /
-      2.306 ms at 4k / 16k / 64k tokens against 0.194 / 0.665 / 2.522 for the Triton passes). Where they
+      2.306 ms at 4k / 16k / 64k tokens against 0.194 / 0.665 / 2.522 for the Triton passes; 08:25–08:32,
+      with unmasked gate loads in its loop and the bf16 solve: 0.144 / 0.540 / 2.134). Where they
       do not, the Triton passes, which split long sequences and run short ones two programs per SM
       (16×2048: 2048 Gluon programs, 1.162 against 0.948 ms, 07:08). Only where
       ``chunk_gluon.supported`` holds (sm_90, 16-bit inputs).

@@ -28,8 +28,12 @@ shared memory); the overlap is only used when all of its programs fit at once wi
 Measured on the H200 (benchmarks/RESULTS.md, "The Gluon state pass on main", 2026-11-30 07:08–07:21,
 CUDA-graph replays, the intra launch before it): 0.155 / 0.591 / 2.306 ms for one sequence of 4k / 16k /
 64k tokens at Qwen3-Next's heads, against 0.194 / 0.665 / 2.522 for the Triton passes, which keep
-16×2048 (0.948 against 1.162 here: 2048 programs, 16 waves of one per SM). ``chunk.launch_config``
-picks it where its programs fit at once. The overlap measured slower (0.171 / 0.658 / 2.696 ms): beside a
+16×2048 (0.948 against 1.162 here: 2048 programs, 16 waves of one per SM); with the chunk loop's gate
+loads unmasked (a partial chunk's after the loop) 0.153 / 0.580 / 2.222 (08:25, same call as 0.157 /
+0.594 / 2.298 before). P made once per chunk by the intra launch and loaded here by TMA cut this step from
+833 to 585 instructions but measured slower, 0.206 / 0.789 / 3.050 (08:21; branch gluon-p-from-intra;
+how the time split between the two launches was not measured). ``chunk.launch_config`` picks this pass
+where its programs fit at once. The overlap measured slower (0.171 / 0.658 / 2.696 ms): beside a
 state program only two intra programs fit on an SM (shared memory, registers), half the intra launch's
 rate alone, so it sets the pace; it is off by default. GPU tests
 (``tests/kernels/test_gdn_chunk_gluon_gpu.py``, both modes) and memcheck (``gdn_memcheck.py``) pass.
