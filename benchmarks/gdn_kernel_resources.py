@@ -93,7 +93,8 @@ KERNELS = {
     "verify": (fused_recurrent._gdn_verify_kernel, SHAPES),
     "intra": (
         chunk._gdn_chunk_intra_kernel,
-        dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None, FLAGGED=False, SOLVE_BF16=False),
+        # bf16 inputs: the solve on bf16 operands, as ``chunk._intra_meta`` sets it for them
+        dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None, FLAGGED=False, SOLVE_BF16=True),
     ),
     "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
     "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
@@ -154,15 +155,15 @@ VARIANTS = [
     ("intra", "no register cap", {}, _default.intra_warps, 1),
     ("intra", "8 warps", {}, 8, 1),
     ("intra", "flagged", dict(FLAGGED=True), _default.intra_warps, 1, dict(maxnreg=_default.intra_maxnreg)),
+    # the solve's dots on tf32 operands, as for fp16 inputs (and bf16 ones before 906032d)
     (
         "intra",
-        "bf16 solve",
-        dict(SOLVE_BF16=True),
+        "tf32 solve",
+        dict(SOLVE_BF16=False),
         _default.intra_warps,
         1,
         dict(maxnreg=_default.intra_maxnreg),
     ),
-    ("intra", "bf16 solve 168", dict(SOLVE_BF16=True), _default.intra_warps, 1, dict(maxnreg=168)),
     (
         "segment",
         "default",

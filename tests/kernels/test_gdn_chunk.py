@@ -239,8 +239,8 @@ def test_the_gpu_default_splits_one_long_sequence_to_fill_the_gpu_in_one_wave(T)
     ],
 )
 def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_once(seqlens, heads, gluon):
-    # One program per (V tile of 32, value head, sequence), one per SM: fewer than the SMs, so the intra
-    # launch can run beside them (chunk_gluon.leaves_an_sm_free); else the Triton passes.
+    # One program per (V tile of 32, value head, sequence), one per SM: where they number fewer than the
+    # SMs they all run in one wave, unsplit; else the Triton passes, which split long sequences.
     cfg = chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=False)
     assert cfg.gluon_state == gluon and not cfg.gluon_overlap
     assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
