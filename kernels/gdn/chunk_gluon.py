@@ -5,12 +5,18 @@ Why Gluon: in Triton 3.6's kernel language the compiler places each chunk step's
 each dot operand's register layout; Gluon (shipped inside Triton 3.6) states both. Per program — one
 (V tile of 32, value head, sequence), 4 warps, the whole sequence, never split:
 
-- the q / k / v / Tβ tiles of full chunk c+1 are copied by TMA at the top of step c into the second of
-  two buffers (an mbarrier per buffer), so they land while step c runs;
+- the q / k / v / Tβ tiles of full chunk c+1 are copied by TMA early in step c into the second of two
+  buffers (an mbarrier per buffer), so they land while step c runs;
 - K S, Q S and Q Kᵀ are async wgmma on the tiles where they landed; the state stays in the wgmma
   accumulator layout and enters the dots as a bf16 B operand through shared memory, as do V − K S
   (for Tβ(·)) and v_new; P is a register A operand;
 - the output rows' dot of step c completes behind the first dots of step c+1 and leaves by TMA store;
+- a step has three barriers, each after a shared-memory store the wgmma read (the state, V − K S,
+  v_new): the copies of chunk c+1 are issued after the first (every thread is past its wait for the
+  last wgmma that read their buffers), the output rows of chunk c−1 are stored to their buffer before
+  the second and leave by TMA after it (the store that last read that buffer waited for before the
+  first). Barriers of their own for these cost 3–8% (H200 2026-11-30 10:04: 0.1436 / 0.5365 / 2.0739
+  ms at 4k / 16k / 64k with them, 0.1323 / 0.5043 / 1.9811 without);
 - the gate sums of chunk c+1 are loaded at the top of step c and used only after step c's last wait
   (arithmetic on them right at the load stalled every step on its latency, 22% of the samples;
   arithmetic at the top of the next step made ptxas serialize the wgmmas, C7515).
@@ -35,7 +41,9 @@ loads unmasked (a partial chunk's after the loop) 0.153 / 0.580 / 2.222 (08:25, 
 how the time split between the two launches was not measured). ``chunk.launch_config`` picks this pass
 where its programs fit at once. The overlap measured slower (0.171 / 0.658 / 2.696 ms): beside a
 state program only two intra programs fit on an SM (shared memory, registers), half the intra launch's
-rate alone, so it sets the pace; it is off by default. GPU tests
+rate alone, so it sets the pace; it is off by default (at two warpgroups per program, no intra program
+beside one, the pass itself is 1.5× slower: 09:19; waiting for 8 chunks' flags at once instead of one
+recovers half of the overlap's loss, not all: 09:43). GPU tests
 (``tests/kernels/test_gdn_chunk_gluon_gpu.py``, both modes) and memcheck (``gdn_memcheck.py``) pass.
 """
 
@@ -156,12 +164,14 @@ def _issue_reads(q_t, k_t, s_s, acc_v: gl.constexpr, acc_t: gl.constexpr, BV: gl
 @gluon.jit
 def _finish(
     ks, qs, qk, state, k_t, v_t, t_t, u_s, n_s, d_s, gates, log2_scale, scale,
-    acc_v: gl.constexpr, p_op: gl.constexpr, r_t, c_t,
+    acc_v: gl.constexpr, p_op: gl.constexpr, r_t, c_t, o_desc, o_buf, row, col, has_out,
 ):  # fmt: skip
     """The rest of a chunk step once ``_issue_reads`` is in flight (and nothing else but them):
     ``v_new = Tβ (V − exp(γ)⊙(K S))``, ``P = scale (Q Kᵀ ⊙ E)``, the next state
     ``exp(γ_C) S + Kᵀ (exp(γ_C − γ)⊙v_new)`` (waited for) and the output rows
-    ``scale exp(γ)⊙(Q S) + P v_new`` (returned in flight, with P, its register operand)."""
+    ``scale exp(γ)⊙(Q S) + P v_new`` (returned in flight, with P, its register operand). With
+    ``has_out`` the previous chunk's rows, already in ``o_buf``, leave by TMA to ``[row, col]`` after
+    the first barrier here."""
     dt: gl.constexpr = u_s.dtype
     gam_v, to_end, decay_c, b_row, b_col = gates
     v_c = v_t.load(acc_v).to(gl.float32)
@@ -170,6 +180,8 @@ def _finish(
     fence_async_shared()
     gl.thread_barrier()
     v_new = warpgroup_mma(t_t, u_s, gl.zeros_like(ks), use_acc=False, is_async=True)
+    if has_out:  # the previous chunk's rows, stored to o_buf before the fence and barrier above
+        tma.async_copy_shared_to_global(o_desc, [row, col], o_buf)
 
     # P while Tβ (·) runs; above the diagonal E may overflow to inf, which the select discards.
     qs, qk = warpgroup_mma_wait(num_outstanding=1, deps=(qs, qk))
@@ -190,9 +202,13 @@ def _finish(
 
 
 @gluon.jit
-def _store_state_operand(s_s, state):
-    """The state as this step's bf16 B operand (after everyone is done with the previous one)."""
+def _store_state_operand(s_s, state, WAIT_OUT: gl.constexpr = False):
+    """The state as this step's bf16 B operand (after everyone is done with the previous one). With
+    WAIT_OUT the barrier also tells every thread that the output buffer it fills this step is free:
+    the TMA store before the last, which read it, is waited for before it."""
     s_s.store(state.to(s_s.dtype))
+    if WAIT_OUT:
+        tma.store_wait(pendings=1)
     fence_async_shared()
     gl.thread_barrier()
 
@@ -210,6 +226,28 @@ def _tma_out(o_desc, o_s, out, row, col):
 
 
 @gluon.jit
+def _out_rows(o, col_v, tok, HV: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, acc_v: gl.constexpr):
+    """Pointers to the output rows ``tok`` of this program's V tile (made where they are stored: a
+    pointer tile made before the chunk loop and used after it stays in registers through it)."""
+    c_v = gl.arange(0, BV, layout=gl.SliceLayout(0, acc_v))
+    return o + (col_v + c_v)[None, :] + tok.to(gl.int64)[:, None] * (HV * V)
+
+
+@gluon.jit
+def _state_ptrs(
+    state_pool, state_indices, n, pool_slot_stride, hv, i_v,
+    K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, acc_v: gl.constexpr,
+):  # fmt: skip
+    """Pointers to this program's state tile S[K, BV] in its pool row (the pool stores Sᵀ, K last),
+    made before the chunk loop and again after it from the slot loaded again (the compiler cannot
+    merge a load across the loop's stores), so the [K, BV] pointer tile is not held through it."""
+    slot = gl.load(state_indices + n).to(gl.int64)
+    rows = gl.arange(0, K, layout=gl.SliceLayout(1, acc_v))
+    cols = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, acc_v))
+    return state_pool + slot * pool_slot_stride + hv * (V * K) + cols[None, :] * K + rows[:, None]
+
+
+@gluon.jit
 def _load_tile(dst, base, tok0, n_rows, row_stride, COLS: gl.constexpr, layout: gl.constexpr):
     """Rows [tok0, tok0 + n_rows) of a [T, row_stride] tensor's column block at ``base`` into the shared
     tile ``dst`` ([64, COLS]), rows past ``n_rows`` as zeros: a partial chunk, which TMA would fill from
@@ -218,6 +256,27 @@ def _load_tile(dst, base, tok0, n_rows, row_stride, COLS: gl.constexpr, layout: 
     cols = gl.arange(0, COLS, layout=gl.SliceLayout(0, layout))
     ptrs = base + (tok0 + rows.to(gl.int64))[:, None] * row_stride + cols[None, :]
     dst.store(gl.load(ptrs, mask=(rows < n_rows)[:, None], other=0.0))
+
+
+@gluon.jit
+def _next_tiles(
+    c, stage, tok0, n_chunks, n_full, c0, hv, HV: gl.constexpr, col_qk, col_v, col_t, flags,
+    descs, bufs, bars, nbytes: gl.constexpr, WAIT: gl.constexpr,
+):  # fmt: skip
+    """The copies of the next full chunk's tiles into the other buffers (after its flag, ``WAIT``)."""
+    q_desc, k_desc, v_desc, t_desc = descs
+    q_s, k_s, v_s, t_s = bufs
+    if WAIT:
+        if c + 1 < n_chunks:
+            _wait_ready(flags, (c0 + c + 1) * HV + hv)
+    nxt = 1 - stage
+    more = c + 1 < n_full
+    row = tok0 + 64
+    mbarrier.expect(bars.index(nxt), nbytes, pred=more)
+    tma.async_copy_global_to_shared(q_desc, [row, col_qk], bars.index(nxt), q_s.index(nxt), pred=more)
+    tma.async_copy_global_to_shared(k_desc, [row, col_qk], bars.index(nxt), k_s.index(nxt), pred=more)
+    tma.async_copy_global_to_shared(v_desc, [row, col_v], bars.index(nxt), v_s.index(nxt), pred=more)
+    tma.async_copy_global_to_shared(t_desc, [row, col_t], bars.index(nxt), t_s.index(nxt), pred=more)
 
 
 @gluon.jit
@@ -251,21 +310,18 @@ def _gdn_gluon_state_kernel(
     )
     p_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_v, k_width=2)
     rows_v: gl.constexpr = gl.SliceLayout(1, acc_v)
-    cols_v: gl.constexpr = gl.SliceLayout(0, acc_v)
     rows_t: gl.constexpr = gl.SliceLayout(1, acc_t)
     cols_t: gl.constexpr = gl.SliceLayout(0, acc_t)
     ld_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])  # partial-chunk loads
     r_v = gl.arange(0, 64, layout=rows_v)
-    c_v = gl.arange(0, BV, layout=cols_v)
     r_t = gl.arange(0, 64, layout=rows_t)
     c_t = gl.arange(0, 64, layout=cols_t)
-    o_rows = o + (col_v + c_v)[None, :]  # + token * HV * V
 
     if slot < 0:
         # Padding: nothing read or written in the pool, output rows zero.
         for c in range(n_chunks):
             tok = bos + c * 64 + r_v
-            gl.store(o_rows + tok.to(gl.int64)[:, None] * (HV * V), gl.zeros([64, BV], o.dtype.element_ty, acc_v),
+            gl.store(_out_rows(o, col_v, tok, HV, V, BV, acc_v), gl.zeros([64, BV], o.dtype.element_ty, acc_v),
                      mask=(tok < eos)[:, None])  # fmt: skip
         return
     if n_chunks == 0:
@@ -289,6 +345,7 @@ def _gdn_gluon_state_kernel(
     mbarrier.init(bars.index(1), count=1)
     nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
 
+    c0 = 0
     if WAIT:
         c0 = _first_chunk(cu_seqlens, n, BN)
         _wait_ready(flags, c0 * HV + hv)
@@ -300,12 +357,8 @@ def _gdn_gluon_state_kernel(
     tma.async_copy_global_to_shared(v_desc, [bos, col_v], bars.index(0), v_s.index(0), pred=first)
     tma.async_copy_global_to_shared(t_desc, [bos, col_t], bars.index(0), t_s.index(0), pred=first)
 
-    # The state S[K, BV] (logical K×V); the pool stores Sᵀ, K last.
-    s_rows = gl.arange(0, K, layout=rows_v)
-    s_ptrs = (
-        state_pool + slot * pool_slot_stride + hv * (V * K) + (i_v * BV + c_v)[None, :] * K + s_rows[:, None]
-    )
-    state = gl.load(s_ptrs)
+    # The state S[K, BV] (logical K×V).
+    state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v))
 
     gam_of_hv = gates + hv.to(gl.int64) * n_tokens
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
@@ -315,44 +368,33 @@ def _gdn_gluon_state_kernel(
     )
     out = warpgroup_mma_init(gl.zeros([64, BV], gl.float32, acc_v))
     p = gl.zeros([64, 64], dt, p_op)
+    descs = (q_desc, k_desc, v_desc, t_desc)
+    bufs = (q_s, k_s, v_s, t_s)
     for c in range(n_full):
         stage = c % 2
         tok0 = bos + c * 64
-        # Everyone is done with the other buffers (read in step c − 1): fill them with chunk c + 1.
-        gl.thread_barrier()
-        if WAIT:
-            if c + 1 < n_chunks:
-                _wait_ready(flags, (c0 + c + 1) * HV + hv)
-        nxt = 1 - stage
-        more = c + 1 < n_full
-        mbarrier.expect(bars.index(nxt), nbytes, pred=more)
-        tma.async_copy_global_to_shared(
-            q_desc, [tok0 + 64, col_qk], bars.index(nxt), q_s.index(nxt), pred=more
-        )
-        tma.async_copy_global_to_shared(
-            k_desc, [tok0 + 64, col_qk], bars.index(nxt), k_s.index(nxt), pred=more
-        )
-        tma.async_copy_global_to_shared(
-            v_desc, [tok0 + 64, col_v], bars.index(nxt), v_s.index(nxt), pred=more
-        )
-        tma.async_copy_global_to_shared(
-            t_desc, [tok0 + 64, col_t], bars.index(nxt), t_s.index(nxt), pred=more
-        )
         # The next full chunk's gate sums (this one's again after the last: a partial chunk's are
         # loaded, masked, after the loop).
         tok_n = gl.minimum(tok0 + 64, bos + (n_full - 1) * 64)
         gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, 64, r_v, r_t, c_t, WAIT, True)
 
-        _store_state_operand(s_s, state)
+        _store_state_operand(s_s, state, True)
+        # Chunk c + 1's copies into the other buffers, after the barrier above: every thread reaches
+        # it past its wait for step c − 1's state wgmma, their last reader (no barrier of their own).
+        _next_tiles(c, stage, tok0, n_chunks, n_full, c0, hv, HV, col_qk, col_v, col_t, flags,
+                    descs, bufs, bars, nbytes, WAIT)  # fmt: skip
         mbarrier.wait(bars.index(stage), (c // 2) & 1)
         ks, qs, qk = _issue_reads(q_s.index(stage), k_s.index(stage), s_s, acc_v, acc_t, BV)
         # The previous step's output rows, finished while these run.
         out, p = warpgroup_mma_wait(num_outstanding=3, deps=(out, p))
+        # The previous chunk's output rows into their buffer (free: the barrier above came after the
+        # wait for the TMA store that last read it); _finish's first barrier syncs them, then TMA.
         if c > 0:
-            _tma_out(o_desc, o_s.index(1 - stage), out, tok0 - 64, col_v)
+            o_s.index(1 - stage).store(out.to(o_s.dtype))
         out, p, state = _finish(
             ks, qs, qk, state, k_s.index(stage), v_s.index(stage), t_s.index(stage), u_s, n_s, d_s,
             gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t,
+            o_desc, o_s.index(1 - stage), tok0 - 64, col_v, c > 0,
         )  # fmt: skip
         gates_now = _gates_ready(gates_next)
 
@@ -373,20 +415,18 @@ def _gdn_gluon_state_kernel(
         ks, qs, qk = _issue_reads(q_s.index(0), k_s.index(0), s_s, acc_v, acc_t, BV)
         out, p, state = _finish(
             ks, qs, qk, state, k_s.index(0), v_s.index(0), t_s.index(0), u_s, n_s, d_s,
-            gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t,
+            gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t, o_desc, o_s.index(0), tok0, col_v, False,
         )  # fmt: skip
         out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
         tok = tok0 + r_v
         gl.store(
-            o_rows + tok.to(gl.int64)[:, None] * (HV * V),
-            out.to(o.dtype.element_ty),
-            mask=(tok < eos)[:, None],
+            _out_rows(o, col_v, tok, HV, V, BV, acc_v), out.to(o.dtype.element_ty), mask=(tok < eos)[:, None]
         )
 
     tma.store_wait(pendings=0)
     mbarrier.invalidate(bars.index(0))
     mbarrier.invalidate(bars.index(1))
-    gl.store(s_ptrs, state)
+    gl.store(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v), state)
 
 
 def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
