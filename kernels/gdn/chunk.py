@@ -58,8 +58,8 @@ four 64×64 solve dots take bf16 operands (fp32 sums; Tβ moves ≤ 2e-4 relativ
 rounding: ``tests/kernels/test_gdn_solve_precision.py``), 20% off that launch. Side by side with the peers
 (2026-11-30 08:36, RESULTS.md): 142.7 / 538.0 / 2087.6 µs on one sequence of 4k / 16k / 64k tokens and
 877.8 on 16×2048, 1.75 / 1.77 / 1.86 / 2.45× fla; FlashInfer's kernel 146.3 / 407.0 / 1528.0 / 401.0.
-With three barriers a chunk step fewer (six to three) in the Gluon kernel (10:04, probe, no peers in that run): 132.3 /
-504.3 / 1981.1 µs, 1.89 / 1.89 / 1.96× the fla times of the 08:36 run.
+With three barriers a chunk step fewer (six to three) in the Gluon kernel (10:04, probe, no peers in
+that run): 132.3 / 504.3 / 1981.1 µs, 1.89 / 1.89 / 1.96× the fla times of the 08:36 run.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``

@@ -259,24 +259,18 @@ def _load_tile(dst, base, tok0, n_rows, row_stride, COLS: gl.constexpr, layout: 
 
 
 @gluon.jit
-def _next_tiles(
-    c, stage, tok0, n_chunks, n_full, c0, hv, HV: gl.constexpr, col_qk, col_v, col_t, flags,
-    descs, bufs, bars, nbytes: gl.constexpr, WAIT: gl.constexpr,
-):  # fmt: skip
-    """The copies of the next full chunk's tiles into the other buffers (after its flag, ``WAIT``)."""
+def _copy_tiles(descs, bufs, bars, buf, row, cols, nbytes: gl.constexpr, pred):
+    """TMA copies of the q / k / v / Tβ tiles of the full chunk at ``row`` into buffer ``buf``,
+    counted on its mbarrier (if ``pred``)."""
     q_desc, k_desc, v_desc, t_desc = descs
     q_s, k_s, v_s, t_s = bufs
-    if WAIT:
-        if c + 1 < n_chunks:
-            _wait_ready(flags, (c0 + c + 1) * HV + hv)
-    nxt = 1 - stage
-    more = c + 1 < n_full
-    row = tok0 + 64
-    mbarrier.expect(bars.index(nxt), nbytes, pred=more)
-    tma.async_copy_global_to_shared(q_desc, [row, col_qk], bars.index(nxt), q_s.index(nxt), pred=more)
-    tma.async_copy_global_to_shared(k_desc, [row, col_qk], bars.index(nxt), k_s.index(nxt), pred=more)
-    tma.async_copy_global_to_shared(v_desc, [row, col_v], bars.index(nxt), v_s.index(nxt), pred=more)
-    tma.async_copy_global_to_shared(t_desc, [row, col_t], bars.index(nxt), t_s.index(nxt), pred=more)
+    col_qk, col_v, col_t = cols
+    bar = bars.index(buf)
+    mbarrier.expect(bar, nbytes, pred=pred)
+    tma.async_copy_global_to_shared(q_desc, [row, col_qk], bar, q_s.index(buf), pred=pred)
+    tma.async_copy_global_to_shared(k_desc, [row, col_qk], bar, k_s.index(buf), pred=pred)
+    tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(buf), pred=pred)
+    tma.async_copy_global_to_shared(t_desc, [row, col_t], bar, t_s.index(buf), pred=pred)
 
 
 @gluon.jit
@@ -345,17 +339,14 @@ def _gdn_gluon_state_kernel(
     mbarrier.init(bars.index(1), count=1)
     nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
 
-    c0 = 0
     if WAIT:
         c0 = _first_chunk(cu_seqlens, n, BN)
         _wait_ready(flags, c0 * HV + hv)
     # The first full chunk's tiles; each step then asks for the next one's first.
-    first = n_full > 0
-    mbarrier.expect(bars.index(0), nbytes, pred=first)
-    tma.async_copy_global_to_shared(q_desc, [bos, col_qk], bars.index(0), q_s.index(0), pred=first)
-    tma.async_copy_global_to_shared(k_desc, [bos, col_qk], bars.index(0), k_s.index(0), pred=first)
-    tma.async_copy_global_to_shared(v_desc, [bos, col_v], bars.index(0), v_s.index(0), pred=first)
-    tma.async_copy_global_to_shared(t_desc, [bos, col_t], bars.index(0), t_s.index(0), pred=first)
+    descs = (q_desc, k_desc, v_desc, t_desc)
+    bufs = (q_s, k_s, v_s, t_s)
+    cols = (col_qk, col_v, col_t)
+    _copy_tiles(descs, bufs, bars, 0, bos, cols, nbytes, n_full > 0)
 
     # The state S[K, BV] (logical K×V).
     state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v))
@@ -368,8 +359,6 @@ def _gdn_gluon_state_kernel(
     )
     out = warpgroup_mma_init(gl.zeros([64, BV], gl.float32, acc_v))
     p = gl.zeros([64, 64], dt, p_op)
-    descs = (q_desc, k_desc, v_desc, t_desc)
-    bufs = (q_s, k_s, v_s, t_s)
     for c in range(n_full):
         stage = c % 2
         tok0 = bos + c * 64
@@ -381,8 +370,10 @@ def _gdn_gluon_state_kernel(
         _store_state_operand(s_s, state, True)
         # Chunk c + 1's copies into the other buffers, after the barrier above: every thread reaches
         # it past its wait for step c − 1's state wgmma, their last reader (no barrier of their own).
-        _next_tiles(c, stage, tok0, n_chunks, n_full, c0, hv, HV, col_qk, col_v, col_t, flags,
-                    descs, bufs, bars, nbytes, WAIT)  # fmt: skip
+        if WAIT:
+            if c + 1 < n_chunks:
+                _wait_ready(flags, (c0 + c + 1) * HV + hv)
+        _copy_tiles(descs, bufs, bars, 1 - stage, tok0 + 64, cols, nbytes, c + 1 < n_full)
         mbarrier.wait(bars.index(stage), (c // 2) & 1)
         ks, qs, qk = _issue_reads(q_s.index(stage), k_s.index(stage), s_s, acc_v, acc_t, BV)
         # The previous step's output rows, finished while these run.
