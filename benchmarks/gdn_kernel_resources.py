@@ -94,12 +94,23 @@ KERNELS = {
     "intra": (
         chunk._gdn_chunk_intra_kernel,
         # bf16 inputs: the solve on bf16 operands, as ``chunk._intra_meta`` sets it for them
-        dict(H=H, HV=HV, K=K, BK=K, BN=2, PREC="tf32", IN_PREC=None, FLAGGED=False, SOLVE_BF16=True),
+        dict(
+            H=H,
+            HV=HV,
+            K=K,
+            BK=K,
+            BN=2,
+            PREC="tf32",
+            IN_PREC=None,
+            FLAGGED=False,
+            SOLVE_BF16=True,
+            LAUNCH_DEPENDENTS=False,
+        ),
     ),
     "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
     "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
     "carry": (chunk._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
-    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, BN=2)),
+    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, BN=2, PDL=False)),
 }
 
 
@@ -154,6 +165,14 @@ VARIANTS = [
     ("intra", "maxnreg 168", {}, _default.intra_warps, 1, dict(maxnreg=168)),
     ("intra", "no register cap", {}, _default.intra_warps, 1),
     ("intra", "8 warps", {}, 8, 1),
+    (
+        "intra",
+        "PDL primary",
+        dict(LAUNCH_DEPENDENTS=True),
+        _default.intra_warps,
+        1,
+        dict(maxnreg=_default.intra_maxnreg),
+    ),
     ("intra", "flagged", dict(FLAGGED=True), _default.intra_warps, 1, dict(maxnreg=_default.intra_maxnreg)),
     # the solve's dots on tf32 operands, as for fp16 inputs (and bf16 ones before 906032d)
     (
@@ -193,6 +212,7 @@ VARIANTS = [
     ("carry", "8 warps", dict(BV=_default.block_v), 8, _default.carry_stages),
     ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V, WAIT=False), 4, 1),
     ("gluon_state", "beside intra", dict(BV=chunk_gluon.BLOCK_V, WAIT=True), 4, 1),
+    ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, WAIT=False, PDL=True), 4, 1),
 ]
 
 

@@ -3,7 +3,8 @@
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py
 
 Covers our Triton prefill / decode / verify, the prefill with the Gluon state pass (``triton+gluon``, on
-sm_90; ``-flagged``: the kernels of the overlap mode, in series) and the FlashInfer adapters (when flashinfer imports), with
+sm_90; ``-flagged``: the kernels of the overlap mode, in series; ``-pdl``: the state pass launched as the intra
+launch's programmatic dependent) and the FlashInfer adapters (when flashinfer imports), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. Each case also checks the result against the torch reference, so
@@ -40,15 +41,16 @@ def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlen
     )
 
 
-def _prefill_with_gluon_state(flagged: bool, **inputs):
+def _prefill_with_gluon_state(mode: str, **inputs):
     """The Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state passes
-    (``flagged``: with the kernels of the overlap mode, in series)."""
+    (``mode`` "flagged": with the kernels of the overlap mode, in series; "pdl": launched as the intra
+    launch's programmatic dependent)."""
 
     def run():
         return gdn.prefill(**inputs, backend="triton")
 
-    if not flagged:
-        return with_config(dict(gluon_state=True), run)
+    if mode != "flagged":
+        return with_config(dict(gluon_state=True, gluon_pdl=mode == "pdl"), run)
     default, chunk._gluon_prefill = chunk._gluon_prefill, _flagged_in_series
     try:
         return with_config(dict(gluon_state=True, gluon_overlap=True), run)
@@ -74,7 +76,7 @@ def main() -> int:
         return 2
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
     if torch.cuda.get_device_capability() == (9, 0):
-        backends += ["triton+gluon", "triton+gluon-flagged"]
+        backends += ["triton+gluon", "triton+gluon-flagged", "triton+gluon-pdl"]
     failures = 0
     for phase, shapes, _ in CASES:
         inputs = make_inputs(phase, dtype=torch.bfloat16, device="cuda", seed=7, **shapes)
@@ -87,7 +89,7 @@ def main() -> int:
                 continue  # a state pass of the prefill only
             run = clone_inputs(inputs)
             if backend.startswith("triton+gluon"):
-                out = _prefill_with_gluon_state(backend.endswith("flagged"), **run)
+                out = _prefill_with_gluon_state(backend.partition("-")[2], **run)
             else:
                 out = getattr(gdn, phase)(**run, backend=backend)
             torch.cuda.synchronize()

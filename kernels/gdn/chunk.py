@@ -339,7 +339,12 @@ def _gdn_chunk_intra_kernel(
     IN_PREC: tl.constexpr,
     FLAGGED: tl.constexpr = False,
     SOLVE_BF16: tl.constexpr = False,
+    LAUNCH_DEPENDENTS: tl.constexpr = False,
 ):
+    if LAUNCH_DEPENDENTS:
+        # The Gluon state pass after this launch (``gluon_pdl``) may start once every program here has:
+        # it waits for this launch's end before it reads what this launch writes.
+        tl.extra.cuda.gdc_launch_dependents()
     if FLAGGED:
         # Beside chunk_gluon's state pass (``gluon_overlap``): a 1-D grid, value head fastest, so the
         # chunks are done in order, and each item's flag is set once its rows are stored.
@@ -809,6 +814,10 @@ class LaunchConfig(NamedTuple):
     # 2026-11-30 07:21: 2.696 against 2.306 ms at 64k tokens: beside a state program only two intra
     # programs fit on an SM, half the intra launch's rate alone, and it sets the pace; RESULTS.md).
     gluon_overlap: bool = False
+    # With ``gluon_state`` (intra launch before it): the state pass launched as a programmatic dependent
+    # of the intra launch (PDL), so its programs take the SMs the intra launch's last wave leaves and
+    # read their pool rows while it ends; they wait for it (``griddepcontrol.wait``) before reading Tβ.
+    gluon_pdl: bool = False
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
@@ -891,8 +900,11 @@ def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, s
 
     N = state_indices.shape[0]
     if not (config.gluon_overlap and chunk_gluon.leaves_an_sm_free(v, N)):
-        tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
-        chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale)
+        pdl = config.gluon_pdl
+        tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, dependents=pdl)
+        chunk_gluon.launch_state(
+            q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl
+        )
         return
     # The state pass is launched first, all of its programs resident at once (one per SM by shared
     # memory, fewer than the SMs); the intra programs fill the rest beside them and never wait on
@@ -967,10 +979,11 @@ def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torc
     return _empty((T, HV, CHUNK), k.dtype, k.device), _empty((2, HV, T), torch.float32, k.device)
 
 
-def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
+def _launch_intra(k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False):
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
-    passes read ([2, segment programs, 8]: ``_write_schedule``)."""
+    passes read ([2, segment programs, 8]: ``_write_schedule``). ``dependents``: the next launch is a
+    programmatic dependent of this one (``gluon_pdl``)."""
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta, gates = _intra_outputs(k, T, HV)
@@ -991,7 +1004,7 @@ def _launch_intra(k, g, beta, state_indices, cu_seqlens, config):
         config.seg_chunks,
         N,
         state_indices,  # no flags
-        **_intra_meta(k, HV, state_indices, config),
+        **_intra_meta(k, HV, state_indices, config, LAUNCH_DEPENDENTS=dependents),
     )
     return tbeta, gates, schedule
 

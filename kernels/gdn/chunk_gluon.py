@@ -111,6 +111,14 @@ def _wait_ready(flags, item):
 
 
 @gluon.jit
+def _wait_for_intra():
+    """Launched as a programmatic dependent of the intra launch (``LaunchConfig.gluon_pdl``): this
+    program may start while the intra launch's last programs run, and waits here, before its first
+    read of Tβ or the gate sums, until that launch has finished and its writes are visible."""
+    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _first_chunk(cu_seqlens, n, BN: gl.constexpr):
     """The intra grid's index of sequence ``n``'s first chunk: the chunks of the sequences before it."""
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
@@ -279,7 +287,7 @@ def _gdn_gluon_state_kernel(
     q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
     n_tokens, pool_slot_stride, scale, flags,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    BN: gl.constexpr, WAIT: gl.constexpr,
+    BN: gl.constexpr, WAIT: gl.constexpr, PDL: gl.constexpr,
 ):  # fmt: skip
     i_v = gl.program_id(0)
     hv = gl.program_id(1)
@@ -339,17 +347,18 @@ def _gdn_gluon_state_kernel(
     mbarrier.init(bars.index(1), count=1)
     nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
 
+    # The state S[K, BV] (logical K×V): the pool is not the intra launch's, so it is read before the wait.
+    state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v))
     if WAIT:
         c0 = _first_chunk(cu_seqlens, n, BN)
         _wait_ready(flags, c0 * HV + hv)
+    if PDL:
+        _wait_for_intra()
     # The first full chunk's tiles; each step then asks for the next one's first.
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)
     cols = (col_qk, col_v, col_t)
     _copy_tiles(descs, bufs, bars, 0, bos, cols, nbytes, n_full > 0)
-
-    # The state S[K, BV] (logical K×V).
-    state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v))
 
     gam_of_hv = gates + hv.to(gl.int64) * n_tokens
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
@@ -428,12 +437,14 @@ def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
 
 
 def launch_state(
-    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, flags=None
+    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, flags=None, pdl=False
 ) -> None:
     """The state pass over every sequence unsplit, on ``chunk._launch_intra``'s Tβ and gate sums (``o``
     and the pool rows written; arguments contiguous and validated, ``supported(q, k, v)`` true). With
     ``flags`` the intra launch runs beside it (``chunk._launch_intra_beside``): each chunk's flag is
-    waited for before its Tβ and gate sums are read."""
+    waited for before its Tβ and gate sums are read. With ``pdl`` it is launched as a programmatic
+    dependent of the intra launch just before it on the stream, which must then have been launched
+    with ``LAUNCH_DEPENDENTS``."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
@@ -448,5 +459,5 @@ def launch_state(
         *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
         T, state_pool.stride(0), scale, state_indices if flags is None else flags,
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, BN=triton.next_power_of_2(N + 1), WAIT=flags is not None,
-        num_warps=4,
+        PDL=pdl, num_warps=4, launch_pdl=pdl,
     )  # fmt: skip

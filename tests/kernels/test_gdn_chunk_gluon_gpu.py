@@ -39,12 +39,14 @@ class GluonSwitch:
         from kernels.gdn import chunk_gluon
 
         self.calls = []  # state passes
+        self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
         self.flagged = []  # intra launches beside them
         self._monkeypatch = monkeypatch
         launch, launch_flagged = chunk_gluon.launch_state, chunk._launch_intra_flagged
 
         def counted(*args, **kwargs):
             self.calls.append(args[0].shape)
+            self.pdl.append(kwargs.get("pdl", False))
             return launch(*args, **kwargs)
 
         def counted_flagged(*args, load_only=False):
@@ -55,11 +57,12 @@ class GluonSwitch:
         monkeypatch.setattr(chunk_gluon, "launch_state", counted)
         monkeypatch.setattr(chunk, "_launch_intra_flagged", counted_flagged)
         self._default = chunk.launch_config
-        self._pin(gluon_state=False, gluon_overlap=False)  # the Triton passes until on()
+        self._pin(gluon_state=False, gluon_overlap=False, gluon_pdl=False)  # the Triton passes until on()
 
-    def on(self, overlap: bool = False):
-        """With ``overlap`` the intra launch runs beside the state pass (``gluon_overlap``)."""
-        self._pin(gluon_state=True, gluon_overlap=overlap)
+    def on(self, overlap: bool = False, pdl: bool = False):
+        """With ``overlap`` the intra launch runs beside the state pass (``gluon_overlap``); with
+        ``pdl`` before it, the state pass its programmatic dependent (``gluon_pdl``)."""
+        self._pin(gluon_state=True, gluon_overlap=overlap, gluon_pdl=pdl)
 
     def _pin(self, **fields):
         default = self._default
@@ -93,9 +96,14 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("overlap", [False, True], ids=["intra-before", "intra-beside"])
+# How the intra launch and the state pass run: (gluon_overlap, gluon_pdl).
+MODES = {"intra-before": (False, False), "intra-beside": (True, False), "pdl-after-intra": (False, True)}
+
+
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", CASES)
-def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, overlap):
+def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, mode):
+    overlap, pdl = MODES[mode]
     seqlens, pad = CASES[case]
     dims = FEW_HEADS if overlap and len(seqlens) > 1 else QWEN3_NEXT
     low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad, **dims)
@@ -103,9 +111,10 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
     triton_passes = clone_inputs(low)
     o_triton = gdn.prefill(**triton_passes, backend="triton")
     assert not gluon.calls, "the Gluon state pass ran while off"
-    gluon.on(overlap)
+    gluon.on(overlap, pdl)
     o = gdn.prefill(**low, backend="triton")
     assert len(gluon.calls) == 1, "the Gluon state pass did not run"
+    assert gluon.pdl == [pdl], "the state pass was not launched as asked"
     assert len(gluon.flagged) == overlap, "the intra launch ran beside it" if not overlap else "it did not"
     o_ref = gdn.prefill(**upcast, backend="torch")
 
@@ -154,12 +163,14 @@ def test_the_overlap_asked_for_with_more_state_programs_than_sms_runs_the_intra_
     assert rel_rmse(o, gdn.prefill(**upcast, backend="torch")) <= BF16_BOUND
 
 
-@pytest.mark.parametrize("overlap", [False, True], ids=["intra-before", "intra-beside"])
-def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, overlap):
+@pytest.mark.parametrize("mode", MODES)
+def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, mode):
+    overlap, pdl = MODES[mode]
     # With the intra launch beside it, the graph holds a fork onto a second stream and the join back.
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
-    gluon.on(overlap)
+    gluon.on(overlap, pdl)
     assert_prefill_replay_matches_eager(low, fresh)
     assert gluon.calls, "the Gluon state pass did not run"
+    assert set(gluon.pdl) == {pdl}
     assert bool(gluon.flagged) == overlap
