@@ -243,6 +243,7 @@ def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_on
     # SMs they all run in one wave, unsplit; else the Triton passes, which split long sequences.
     cfg = chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=False)
     assert cfg.gluon_state == gluon and not cfg.gluon_overlap
+    assert cfg.gluon_pdl == gluon  # the state pass as the intra launch's programmatic dependent
     assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
 
 
