@@ -55,11 +55,11 @@ one Gluon kernel (every sequence unsplit, copies and dots scheduled by hand). ``
 where its programs fit on the GPU at once — one long sequence at Qwen3-Next's heads — and keeps the
 passes above for batches (16×2048: 0.948 against its 1.162 ms, 07:08). For bf16 inputs the intra launch's
 four 64×64 solve dots take bf16 operands (fp32 sums; Tβ moves ≤ 2e-4 relative, under a fifth of its own
-bf16 rounding, ≥ 1.3e-3: ``tests/kernels/test_gdn_solve_precision.py``), 20% off that launch. Side by side with the peers
-(2026-11-30 08:36, RESULTS.md): 142.7 / 538.0 / 2087.6 µs on one sequence of 4k / 16k / 64k tokens and
-877.8 on 16×2048, 1.75 / 1.77 / 1.86 / 2.45× fla; FlashInfer's kernel 146.3 / 407.0 / 1528.0 / 401.0.
-With three barriers a chunk step fewer (six to three) in the Gluon kernel (10:04, probe, no peers in
-that run): 132.3 / 504.3 / 1981.1 µs, 1.89 / 1.89 / 1.96× the fla times of the 08:36 run.
+bf16 rounding, ≥ 1.3e-3: ``tests/kernels/test_gdn_solve_precision.py``), 20% off that launch; the
+state pass is the intra launch's programmatic dependent (``gluon_pdl``). Side by side with the peers
+(2026-11-30 10:59, RESULTS.md, commit 66d3df5): 134.1 / 504.9 / 1986.3 µs on one sequence of 4k / 16k /
+64k tokens and 883.8 on 16×2048, 1.89 / 1.90 / 1.96 / 2.03× fla; FlashInfer's kernel 147.1 / 409.0 /
+1448.3 / 400.7.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
