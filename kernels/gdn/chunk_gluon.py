@@ -43,13 +43,16 @@ where its programs fit at once. The overlap measured slower (0.171 / 0.658 / 2.6
 state program only two intra programs fit on an SM (shared memory, registers), half the intra launch's
 rate alone, so it sets the pace; it is off by default (at two warpgroups per program, no intra program
 beside one, the pass itself is 1.5× slower: 09:19; waiting for 8 chunks' flags at once instead of one
-recovers half of the overlap's loss, not all: 09:43). Launched after the intra launch, it is that launch's programmatic dependent
-(``LaunchConfig.gluon_pdl``): its programs start on the SMs the intra launch's last wave leaves, read
-their pool rows and wait (``griddepcontrol.wait``) before their first read of Tβ or the gate sums: 1.2 /
-1.6 / 0.7% less time at 4k / 16k / 64k (10:54). scale·E made by the intra launch and loaded here, like P
-before it, measured 1.5× slower (10:38; branch gluon-e-from-intra). Side by side with the peers (10:59):
-134.1 / 504.9 / 1986.3 µs, 1.89 / 1.90 / 1.96× fla. GPU tests
-(``tests/kernels/test_gdn_chunk_gluon_gpu.py``, all three modes) and memcheck (``gdn_memcheck.py``) pass.
+recovers half of the overlap's loss, not all: 09:43).
+
+Launched after the intra launch, it is that launch's programmatic dependent (``LaunchConfig.gluon_pdl``):
+its programs start on the SMs the intra launch's last wave leaves, read their pool rows and wait
+(``griddepcontrol.wait``) before their first read of Tβ or the gate sums: 1.2 / 1.6 / 0.7% less time at
+4k / 16k / 64k (10:54). scale·E made by the intra launch and loaded here, like P before it, measured 1.5×
+slower (10:38; branch gluon-e-from-intra), and the next chunk's K S made a step ahead 1.2× slower (11:09;
+branch gluon-ks-ahead). Side by side with the peers (10:59): 134.1 / 504.9 / 1986.3 µs, 1.89 / 1.90 /
+1.96× fla. GPU tests (``tests/kernels/test_gdn_chunk_gluon_gpu.py``, all three modes) and memcheck
+(``gdn_memcheck.py``) pass.
 """
 
 from __future__ import annotations
