@@ -137,6 +137,15 @@ def _first_chunk(cu_seqlens, n, BN: gl.constexpr):
 
 
 @gluon.jit
+def _chunk_load(base, offs, n_rows, cache: gl.constexpr, FULL: gl.constexpr):
+    """``base[offs]``, offsets past ``n_rows`` as 0 unless ``FULL`` (a whole chunk: no mask)."""
+    if FULL:
+        return gl.load(base + offs, cache_modifier=cache)
+    else:
+        return gl.load(base + offs, mask=offs < n_rows, other=0.0, cache_modifier=cache)
+
+
+@gluon.jit
 def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FRESH: gl.constexpr, FULL: gl.constexpr):
     """The gate sums of the chunk at ``tok0`` as loaded (rows past ``n_rows`` as 0): γ by rows of both
     tile shapes and by columns, γ_C − γ by rows, and γ_0, γ_C − γ_0. No arithmetic here (see above).
@@ -144,16 +153,10 @@ def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FRESH: gl.c
     holds the end of the previous chunk's sums was read). ``FULL``: the caller knows the chunk is whole
     (no masks: the chunk loop's loads, fewer instructions and registers a step)."""
     cache: gl.constexpr = ".cg" if FRESH else ""
-    if FULL:
-        gam_v = gl.load(gam_of_hv + tok0 + r_v, cache_modifier=cache)
-        after_v = gl.load(after_of_hv + tok0 + r_v, cache_modifier=cache)
-        b_row = gl.load(gam_of_hv + tok0 + r_t, cache_modifier=cache)
-        b_col = gl.load(gam_of_hv + tok0 + c_t, cache_modifier=cache)
-    else:
-        gam_v = gl.load(gam_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0, cache_modifier=cache)
-        after_v = gl.load(after_of_hv + tok0 + r_v, mask=r_v < n_rows, other=0.0, cache_modifier=cache)
-        b_row = gl.load(gam_of_hv + tok0 + r_t, mask=r_t < n_rows, other=0.0, cache_modifier=cache)
-        b_col = gl.load(gam_of_hv + tok0 + c_t, mask=c_t < n_rows, other=0.0, cache_modifier=cache)
+    gam_v = _chunk_load(gam_of_hv + tok0, r_v, n_rows, cache, FULL)
+    after_v = _chunk_load(after_of_hv + tok0, r_v, n_rows, cache, FULL)
+    b_row = _chunk_load(gam_of_hv + tok0, r_t, n_rows, cache, FULL)
+    b_col = _chunk_load(gam_of_hv + tok0, c_t, n_rows, cache, FULL)
     gam0 = gl.load(gam_of_hv + tok0, cache_modifier=cache)
     after0 = gl.load(after_of_hv + tok0, cache_modifier=cache)
     return gam_v, after_v, gam0, after0, b_row, b_col
