@@ -41,19 +41,27 @@ def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlen
     )
 
 
-def _prefill_with_gluon_state(mode: str, **inputs):
-    """The Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state passes
-    (``mode`` "flagged": with the kernels of the overlap mode, in series; "pdl": launched as the intra
-    launch's programmatic dependent)."""
+# The rows of the Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state
+# passes: their launch options (``chunk.LaunchConfig`` fields).
+GLUON_ROWS = {
+    "triton+gluon": dict(gluon_state=True, gluon_pdl=False),
+    "triton+gluon-pdl": dict(gluon_state=True, gluon_pdl=True),
+    # the kernels of the overlap mode, run in series (``_flagged_in_series``)
+    "triton+gluon-flagged": dict(gluon_state=True, gluon_overlap=True),
+}
+
+
+def _prefill_with_gluon_state(row: str, **inputs):
+    """The prefill of ``GLUON_ROWS[row]``."""
 
     def run():
         return gdn.prefill(**inputs, backend="triton")
 
-    if mode != "flagged":
-        return with_config(dict(gluon_state=True, gluon_pdl=mode == "pdl"), run)
+    if not GLUON_ROWS[row].get("gluon_overlap"):
+        return with_config(GLUON_ROWS[row], run)
     default, chunk._gluon_prefill = chunk._gluon_prefill, _flagged_in_series
     try:
-        return with_config(dict(gluon_state=True, gluon_overlap=True), run)
+        return with_config(GLUON_ROWS[row], run)
     finally:
         chunk._gluon_prefill = default
 
@@ -76,7 +84,7 @@ def main() -> int:
         return 2
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
     if torch.cuda.get_device_capability() == (9, 0):
-        backends += ["triton+gluon", "triton+gluon-flagged", "triton+gluon-pdl"]
+        backends += list(GLUON_ROWS)
     failures = 0
     for phase, shapes, _ in CASES:
         inputs = make_inputs(phase, dtype=torch.bfloat16, device="cuda", seed=7, **shapes)
@@ -85,11 +93,11 @@ def main() -> int:
         for backend in backends:
             if backend == "flashinfer" and (shapes["K"] != 128 or shapes["V"] != 128):
                 continue  # FlashInfer's GDN kernels are built for 128-wide heads only
-            if backend.startswith("triton+gluon") and phase != "prefill":
+            if backend in GLUON_ROWS and phase != "prefill":
                 continue  # a state pass of the prefill only
             run = clone_inputs(inputs)
-            if backend.startswith("triton+gluon"):
-                out = _prefill_with_gluon_state(backend.partition("-")[2], **run)
+            if backend in GLUON_ROWS:
+                out = _prefill_with_gluon_state(backend, **run)
             else:
                 out = getattr(gdn, phase)(**run, backend=backend)
             torch.cuda.synchronize()
