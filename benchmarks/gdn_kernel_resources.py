@@ -42,7 +42,7 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from kernels.gdn import chunk, chunk_gluon, fused_recurrent  # noqa: E402
+from kernels.gdn import chunk, chunk_gluon, chunk_intra_gluon, fused_recurrent  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -111,6 +111,7 @@ KERNELS = {
     "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
     "carry": (chunk._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
     "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, BN=2, PDL=False)),
+    "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
 }
 
 
@@ -213,6 +214,7 @@ VARIANTS = [
     ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V, WAIT=False), 4, 1),
     ("gluon_state", "beside intra", dict(BV=chunk_gluon.BLOCK_V, WAIT=True), 4, 1),
     ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, WAIT=False, PDL=True), 4, 1),
+    ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True), 4, 1),
 ]
 
 

@@ -820,6 +820,9 @@ class LaunchConfig(NamedTuple):
     # H200 2026-11-30 10:54: 0.1301 / 0.4948 / 1.9602 ms at 4k / 16k / 64k tokens against 0.1317 /
     # 0.5029 / 1.9744 without (1.2 / 1.6 / 0.7% less).
     gluon_pdl: bool = False
+    # With ``gluon_state`` (intra launch before it) and bf16 inputs: the intra launch is
+    # ``chunk_intra_gluon``'s, the same math with its layouts stated (``chunk_intra_gluon.supported``).
+    gluon_intra: bool = False
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
@@ -899,12 +902,16 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
 def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
     """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true): one after the other,
     or (``gluon_overlap``) side by side, the intra launch on a second stream flagging each chunk."""
-    from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
+    from kernels.gdn import chunk_gluon, chunk_intra_gluon  # imported here: Gluon kernels only where they run
 
     N = state_indices.shape[0]
     if not (config.gluon_overlap and chunk_gluon.leaves_an_sm_free(v, N)):
         pdl = config.gluon_pdl
-        tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, dependents=pdl)
+        if config.gluon_intra and chunk_intra_gluon.supported(k):
+            tbeta, gates = _intra_outputs(k, *g.shape)
+            chunk_intra_gluon.launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=pdl)
+        else:
+            tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, dependents=pdl)
         chunk_gluon.launch_state(
             q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl
         )

@@ -36,13 +36,15 @@ class GluonSwitch:
     """Turns the Gluon state pass on for ``gdn.prefill`` (``on()``) and counts its launches."""
 
     def __init__(self, monkeypatch):
-        from kernels.gdn import chunk_gluon
+        from kernels.gdn import chunk_gluon, chunk_intra_gluon
 
         self.calls = []  # state passes
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
         self.flagged = []  # intra launches beside them
+        self.gluon_intra = []  # Gluon intra launches (``gluon_intra``)
         self._monkeypatch = monkeypatch
         launch, launch_flagged = chunk_gluon.launch_state, chunk._launch_intra_flagged
+        launch_intra = chunk_intra_gluon.launch
 
         def counted(*args, **kwargs):
             self.calls.append(args[0].shape)
@@ -54,15 +56,22 @@ class GluonSwitch:
                 self.flagged.append(args[0].shape)
             return launch_flagged(*args, load_only=load_only)
 
+        def counted_intra(*args, **kwargs):
+            self.gluon_intra.append(args[0].shape)
+            return launch_intra(*args, **kwargs)
+
         monkeypatch.setattr(chunk_gluon, "launch_state", counted)
+        monkeypatch.setattr(chunk_intra_gluon, "launch", counted_intra)
         monkeypatch.setattr(chunk, "_launch_intra_flagged", counted_flagged)
         self._default = chunk.launch_config
-        self._pin(gluon_state=False, gluon_overlap=False, gluon_pdl=False)  # the Triton passes until on()
+        # the Triton passes until on()
+        self._pin(gluon_state=False, gluon_overlap=False, gluon_pdl=False, gluon_intra=False)
 
-    def on(self, overlap: bool = False, pdl: bool = False):
+    def on(self, overlap: bool = False, pdl: bool = False, intra: bool = False):
         """With ``overlap`` the intra launch runs beside the state pass (``gluon_overlap``); with
-        ``pdl`` before it, the state pass its programmatic dependent (``gluon_pdl``)."""
-        self._pin(gluon_state=True, gluon_overlap=overlap, gluon_pdl=pdl)
+        ``pdl`` before it, the state pass its programmatic dependent (``gluon_pdl``); with ``intra``
+        the intra launch is the Gluon one (``gluon_intra``)."""
+        self._pin(gluon_state=True, gluon_overlap=overlap, gluon_pdl=pdl, gluon_intra=intra)
 
     def _pin(self, **fields):
         default = self._default
@@ -96,14 +105,19 @@ CASES = {
 }
 
 
-# How the intra launch and the state pass run: (gluon_overlap, gluon_pdl).
-MODES = {"intra-before": (False, False), "intra-beside": (True, False), "pdl-after-intra": (False, True)}
+# How the intra launch and the state pass run: (gluon_overlap, gluon_pdl, gluon_intra).
+MODES = {
+    "intra-before": (False, False, False),
+    "intra-beside": (True, False, False),
+    "pdl-after-intra": (False, True, False),
+    "pdl-after-gluon-intra": (False, True, True),
+}
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", CASES)
 def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, mode):
-    overlap, pdl = MODES[mode]
+    overlap, pdl, intra = MODES[mode]
     seqlens, pad = CASES[case]
     dims = FEW_HEADS if overlap and len(seqlens) > 1 else QWEN3_NEXT
     low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad, **dims)
@@ -111,10 +125,11 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
     triton_passes = clone_inputs(low)
     o_triton = gdn.prefill(**triton_passes, backend="triton")
     assert not gluon.calls, "the Gluon state pass ran while off"
-    gluon.on(overlap, pdl)
+    gluon.on(overlap, pdl, intra)
     o = gdn.prefill(**low, backend="triton")
     assert len(gluon.calls) == 1, "the Gluon state pass did not run"
     assert gluon.pdl == [pdl], "the state pass was not launched as asked"
+    assert len(gluon.gluon_intra) == intra, "the Gluon intra launch ran" if not intra else "it did not"
     assert len(gluon.flagged) == overlap, "the intra launch ran beside it" if not overlap else "it did not"
     o_ref = gdn.prefill(**upcast, backend="torch")
 
@@ -165,12 +180,13 @@ def test_the_overlap_asked_for_with_more_state_programs_than_sms_runs_the_intra_
 
 @pytest.mark.parametrize("mode", MODES)
 def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, mode):
-    overlap, pdl = MODES[mode]
+    overlap, pdl, intra = MODES[mode]
     # With the intra launch beside it, the graph holds a fork onto a second stream and the join back.
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
-    gluon.on(overlap, pdl)
+    gluon.on(overlap, pdl, intra)
     assert_prefill_replay_matches_eager(low, fresh)
     assert gluon.calls, "the Gluon state pass did not run"
     assert set(gluon.pdl) == {pdl}
+    assert bool(gluon.gluon_intra) == intra
     assert bool(gluon.flagged) == overlap

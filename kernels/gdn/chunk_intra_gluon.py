@@ -1,0 +1,244 @@
+"""The chunked prefill's intra launch in Gluon, for sm_90 (H100 / H200) and bf16 inputs: what
+``chunk._intra_chunk`` computes — per (chunk, value head) the rows of ``Tβ = (I + A)^{-1} diag(β)`` and
+the fp32 gate sums (γ_i, γ_C − γ_i) — with the same math and roundings, its data movement stated.
+
+Why Gluon: the Triton kernel is instruction-bound (Nsight Compute, 16k tokens, 2026-11-30 09:50: IPC
+2.06), and much of its 2504 instructions a warp move data between the layouts its compiler picks: the
+strided β is loaded again for each layout it is used in (228 instructions), the 16×16 diagonal blocks are
+cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup per (chunk, value head):
+
+- K arrives by TMA (a partial chunk's rows past the sequence are whatever follows; the rows of A they
+  would touch are selected away before any product) and K Kᵀ is one wgmma from shared memory;
+- g and β are loaded once, γ summed in fp64 and kept as an fp32 pair (hi, lo) as in
+  ``chunk._cumsum_hi_lo``, and each moved to the accumulator's rows or columns by one ``convert_layout``;
+- the diagonal blocks' inverse ``D^{-1} = (I − a)(I + a²)(I + a⁴)(I + a⁸)`` is taken on the whole 64×64
+  block-diagonal tile as tf32 wgmma (a product of block-diagonal tiles is block-diagonal, so no block is
+  cut out; the zeros add nothing), the right operands stored K-major as tf32 requires;
+- the solve ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``, N = D^{-1}(A − blocks), is four
+  bf16 wgmma: −N a register operand, each product accumulated onto D^{-1}.
+
+It writes no segment schedule (the Gluon state pass reads none) and no flags: ``chunk._gluon_prefill``
+uses it only where the Gluon state pass runs after it (``LaunchConfig.gluon_intra``).
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+)
+from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+CHUNK = 64
+_LOG2E = gl.constexpr(1.4426950408889634)
+
+
+def supported(k: torch.Tensor) -> bool:
+    """Whether this launch applies where the Gluon state pass does (``chunk_gluon.supported``): bf16 keys
+    (the Triton launch's bf16 solve; fp16 inputs keep its tf32 one)."""
+    return k.dtype == torch.bfloat16
+
+
+@gluon.jit
+def _add(a, b):
+    return a + b
+
+
+@gluon.jit
+def _exp2(x):
+    """2^x as one ``ex2.approx.ftz`` (as ``chunk._exp2``)."""
+    return gl.inline_asm_elementwise(
+        "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1
+    )
+
+
+@gluon.jit
+def _launch_dependents():
+    """Let the launch after this one (the Gluon state pass, ``gluon_pdl``) start its programs; it waits
+    for this launch's end before it reads what this launch writes."""
+    gl.inline_asm_elementwise(
+        "griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1
+    )
+
+
+@gluon.jit
+def _locate(cu_seqlens, N, pid, BN: gl.constexpr):
+    """(n, bos, eos, j): program ``pid`` owns chunk j of sequence n = [bos, eos), counting the chunks of
+    every sequence in order (``chunk._locate`` with one chunk a segment); n ≥ N: no work."""
+    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    offs = gl.arange(0, BN, layout=layout)
+    lo = gl.load(cu_seqlens + offs, mask=offs < N, other=0)
+    hi = gl.load(cu_seqlens + offs + 1, mask=offs < N, other=0)
+    count = (hi - lo + 63) // 64
+    end = gl.associative_scan(count, 0, _add)
+    n = gl.sum((end <= pid).to(gl.int32), axis=0)
+    this = offs == n
+    bos = gl.sum(gl.where(this, lo, 0), axis=0)
+    eos = gl.sum(gl.where(this, hi, 0), axis=0)
+    j = pid - gl.sum(gl.where(this, end - count, 0), axis=0)
+    return n, bos, eos, j
+
+
+@gluon.jit
+def _gate_sums(g, beta, gates, n_tokens, tok0, n_rows, hv, HV: gl.constexpr, layout: gl.constexpr):
+    """The chunk's gates and β (rows past ``n_rows`` as 0), its gate sums (γ_i, γ_C − γ_i) stored, and γ
+    as an fp32 pair (hi, lo) with hi + lo its fp64 value (``chunk._cumsum_hi_lo``)."""
+    r = gl.arange(0, 64, layout=layout)
+    ok = r < n_rows
+    at = (tok0.to(gl.int64) + r) * HV + hv
+    g_c = gl.load(g + at, mask=ok, other=0.0)
+    b_c = gl.load(beta + at, mask=ok, other=0.0)
+    gam = gl.associative_scan(g_c.to(gl.float64), 0, _add)
+    hi = gam.to(gl.float32)
+    lo = (gam - hi.to(gl.float64)).to(gl.float32)
+    gam_of_hv = gates + hv.to(gl.int64) * n_tokens + tok0
+    gl.store(gam_of_hv + r, hi, mask=ok)
+    after = (gl.sum(g_c.to(gl.float64), axis=0) - gam).to(gl.float32)
+    gl.store(gam_of_hv + n_tokens.to(gl.int64) * HV + r, after, mask=ok)
+    return hi, lo, b_c
+
+
+@gluon.jit
+def _times(x, y_s, acc, op: gl.constexpr):
+    """acc + x y for a register tile x and a shared tile y (stored, fenced and synced by the caller)."""
+    return warpgroup_mma(gl.convert_layout(x, op), y_s, acc)  # fp32 operands: tf32 (the default)
+
+
+@gluon.jit
+def _share(dst, x):
+    """Store x as the next wgmma's shared operand: every thread's store done and visible to the async
+    proxy before any thread issues it (and every wgmma that read ``dst`` before was waited for)."""
+    gl.thread_barrier()
+    dst.store(x.to(dst.dtype))
+    fence_async_shared()
+    gl.thread_barrier()
+
+
+@gluon.jit
+def _diag_inverse(blk, b1_s, b2_s, op: gl.constexpr):
+    """(I + a)^{-1} for the block-diagonal, strictly lower tile ``blk`` of 16×16 blocks (a^16 = 0):
+    (I − a)(I + a²)(I + a⁴)(I + a⁸), each (I + y) product as x + x y, on tf32 operands."""
+    r = gl.arange(0, 64, layout=gl.SliceLayout(1, blk.type.layout))
+    c = gl.arange(0, 64, layout=gl.SliceLayout(0, blk.type.layout))
+    x = gl.where(r[:, None] == c[None, :], 1.0, -blk)
+    _share(b1_s, blk)
+    a2 = _times(blk, b1_s, gl.zeros_like(blk), op)
+    _share(b2_s, a2)
+    a4 = _times(a2, b2_s, gl.zeros_like(blk), op)
+    x = _times(x, b2_s, x, op)
+    _share(b1_s, a4)
+    a8 = _times(a4, b1_s, gl.zeros_like(blk), op)
+    x = _times(x, b1_s, x, op)
+    _share(b2_s, a8)
+    return _times(x, b2_s, x, op)
+
+
+@gluon.jit
+def _gdn_gluon_intra_kernel(
+    k_desc, t_desc, g, beta, state_indices, cu_seqlens, tbeta, gates, n_tokens, N,
+    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, BN: gl.constexpr, LAUNCH_DEPENDENTS: gl.constexpr,
+):  # fmt: skip
+    if LAUNCH_DEPENDENTS:
+        _launch_dependents()
+    pid = gl.program_id(0)
+    hv = gl.program_id(1)
+    h = hv // (HV // H)
+    n, bos, eos, j = _locate(cu_seqlens, N, pid, BN)
+    if n >= N:
+        return
+    if gl.load(state_indices + n) < 0:
+        return  # padding: the state pass reads nothing of it
+    tok0 = (bos + j * 64).to(gl.int32)  # TMA coordinates are 32-bit
+    n_rows = gl.minimum(eos.to(gl.int32) - tok0, 64)
+
+    dt: gl.constexpr = k_desc.dtype
+    k_s = gl.allocate_shared_memory(dt, [64, K], k_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [tok0, h * K], bar, k_s)
+
+    vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    hi, lo, b_c = _gate_sums(g, beta, gates, n_tokens, tok0, n_rows, hv, HV, vec)
+
+    acc: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
+    )
+    rows: gl.constexpr = gl.SliceLayout(1, acc)
+    cols: gl.constexpr = gl.SliceLayout(0, acc)
+    r = gl.arange(0, 64, layout=rows)
+    c = gl.arange(0, 64, layout=cols)
+    mbarrier.wait(bar, 0)
+    kk = warpgroup_mma(k_s, k_s.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
+    mbarrier.invalidate(bar)
+
+    # E_ij = exp(γ_i − γ_j); above the diagonal it may overflow to inf, which the select discards, as it
+    # does the rows past the sequence (K there is the next sequence's, or TMA's zeros).
+    hi_r, lo_r = gl.convert_layout(hi, rows), gl.convert_layout(lo, rows)
+    hi_c, lo_c = gl.convert_layout(hi, cols), gl.convert_layout(lo, cols)
+    decay = _exp2(((hi_r[:, None] - hi_c[None, :]) + (lo_r[:, None] - lo_c[None, :])) * _LOG2E)
+    lower = (r[:, None] > c[None, :]) & (r < n_rows)[:, None]
+    a = gl.where(lower, kk * (gl.convert_layout(b_c, rows)[:, None] * decay), 0.0)
+
+    diag_block = (r[:, None] // 16) == (c[None, :] // 16)
+    # tf32 wgmma take k = 8 (the same accumulator registers as acc's)
+    acc_f32: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 8]
+    )
+    f32_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_f32, k_width=1)
+    f32_b: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float32, transposed=True)
+    b1_s = gl.allocate_shared_memory(gl.float32, [64, 64], f32_b)
+    b2_s = gl.allocate_shared_memory(gl.float32, [64, 64], f32_b)
+    blk = gl.convert_layout(gl.where(diag_block, a, 0.0), acc_f32, assert_trivial=True)
+    d_inv = gl.convert_layout(_diag_inverse(blk, b1_s, b2_s, f32_op), acc, assert_trivial=True)
+
+    # The four solve dots on bf16 operands (fp32 sums), as the Triton launch takes them for bf16 inputs.
+    op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc, k_width=2)
+    b_s: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dt)
+    m_s = gl.allocate_shared_memory(dt, [64, 64], b_s)
+    d_s = gl.allocate_shared_memory(dt, [64, 64], b_s)
+    d_lo = d_inv.to(dt)
+    d_s.store(d_lo)
+    _share(m_s, gl.where(diag_block, 0.0, a))
+    nil = warpgroup_mma(gl.convert_layout(d_lo, op), m_s, gl.zeros_like(a), use_acc=False).to(dt)
+    minus_nil = gl.convert_layout(-nil, op)
+    t_inv = warpgroup_mma(minus_nil, d_s, d_inv)
+    _share(m_s, t_inv)
+    t_inv = warpgroup_mma(minus_nil, m_s, d_inv)
+    _share(d_s, t_inv)
+    t_beta = warpgroup_mma(minus_nil, d_s, d_inv) * gl.convert_layout(b_c, cols)[None, :]
+
+    col = hv * 64
+    if n_rows == 64:
+        _share(m_s, t_beta)  # m_s has t_desc's layout
+        tma.async_copy_shared_to_global(t_desc, [tok0, col], m_s)
+        tma.store_wait(pendings=0)
+    else:
+        at = (tok0 + r).to(gl.int64)[:, None] * (HV * 64) + (col + c)[None, :]
+        gl.store(tbeta + at, t_beta.to(dt), mask=(r < n_rows)[:, None])
+
+
+def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
+    """A TMA descriptor over ``x`` as [T, heads × dim] with [64, cols] tiles."""
+    flat = x.reshape(x.shape[0], -1)
+    layout = gl.NVMMASharedLayout.get_default_for([CHUNK, cols], gl.bfloat16)
+    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [CHUNK, cols], layout)
+
+
+def launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents: bool = False) -> None:
+    """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
+    is not padding, as ``chunk._launch_intra`` writes them (no schedule). ``dependents``: the next launch
+    is this one's programmatic dependent (``gluon_pdl``)."""
+    T, H, K = k.shape
+    HV = g.shape[1]
+    N = state_indices.shape[0]
+    _gdn_gluon_intra_kernel[(T // CHUNK + N, HV)](
+        _descriptor(k, K), _descriptor(tbeta, CHUNK), g, beta, state_indices, cu_seqlens, tbeta, gates,
+        T, N, H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents, num_warps=4,
+    )  # fmt: skip

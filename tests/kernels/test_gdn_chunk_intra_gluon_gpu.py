@@ -1,0 +1,91 @@
+"""The Gluon intra launch (``kernels/gdn/chunk_intra_gluon.py``, ``LaunchConfig.gluon_intra``) on an
+sm_90 GPU: its Tβ and gate sums against the Triton intra launch's (the same math, so they agree to the
+bf16 rounding of Tβ) and against torch's own inverse in fp64, on every edge the passes after it read:
+partial last chunks, empty and one-token sequences, padding slots (nothing written), H < HV, K = 64.
+The outputs start as NaN, so a row it should write and does not shows. Its use inside a whole prefill
+(with the Gluon state pass, CUDA graphs included) is in ``test_gdn_chunk_gluon_gpu.py``.
+"""
+
+import pytest
+import torch
+from gdn_inputs import make_inputs, rel_rmse
+
+from kernels.gdn import chunk
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+        reason="the Gluon intra launch is written for sm_90 (H100 / H200)",
+    ),
+]
+
+SAME_MATH_BOUND = 1e-3  # Tβ against the Triton launch's (both rounded to bf16)
+EXACT_BOUND = 5e-3  # Tβ against the fp64 inverse (bf16 storage alone costs ~1.3–1.8e-3)
+
+CASES = {
+    "T4096": ([4096], 0, dict(H=16, HV=32, K=128, V=128)),
+    "edges": ([63, 64, 65, 130, 0, 1], 0, dict(H=2, HV=4, K=128, V=32)),
+    "padded": ([700, 7, 129, 300], 1, dict(H=2, HV=4, K=128, V=32)),
+    "K64": ([100, 37, 64], 0, dict(H=1, HV=2, K=64, V=64)),
+}
+
+
+def _launch_both(inputs):
+    """(Triton Tβ, gates), (Gluon Tβ, gates) on the same bf16 keys."""
+    from kernels.gdn import chunk_intra_gluon
+
+    k = inputs["k"].to(torch.bfloat16)
+    args = (k, inputs["g"], inputs["beta"], inputs["state_indices"], inputs["cu_seqlens"])
+    T, HV = inputs["g"].shape
+    config = chunk.launch_config(T, inputs["state_indices"].shape[0], HV, inputs["v"].shape[2])
+    tbeta_t, gates_t, _ = chunk._launch_intra(*args, config)
+    tbeta, gates = (x.fill_(float("nan")) for x in chunk._intra_outputs(k, T, HV))
+    assert chunk_intra_gluon.supported(k)
+    chunk_intra_gluon.launch(*args, tbeta, gates)
+    return (tbeta_t, gates_t), (tbeta, gates)
+
+
+def _exact_tbeta(k, g, beta):
+    """Tβ = (I + A)^{-1} diag(β) of one chunk and value head, in fp64 (k: [n, K], g and β: [n])."""
+    gam = torch.cumsum(g.double(), 0)
+    decay = torch.tril(torch.exp(gam[:, None] - gam[None, :]))
+    b = beta.double()
+    a = torch.tril(b[:, None] * (k.double() @ k.double().T) * decay, -1)
+    return torch.linalg.inv(torch.eye(len(g), dtype=torch.float64, device=k.device) + a) * b[None, :]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gluon_intra_launch_matches_the_triton_launch_and_the_exact_inverse(case):
+    seqlens, pad, dims = CASES[case]
+    # weak decay (normalizer 20): the blocks far below the diagonal matter (see test_gdn_chunk.py)
+    inputs = make_inputs(
+        "prefill", N=len(seqlens), seqlens=seqlens, **dims, device="cuda", seed=31, pad=pad, normalizer=20
+    )
+    (tbeta_t, gates_t), (tbeta, gates) = _launch_both(inputs)
+    H, HV = dims["H"], dims["HV"]
+    k = inputs["k"].to(torch.bfloat16)
+    cu = inputs["cu_seqlens"].tolist()
+    rows = torch.cat(
+        [
+            torch.arange(cu[n], cu[n + 1])
+            for n, slot in enumerate(inputs["state_indices"].tolist())
+            if slot >= 0
+        ]
+    ).cuda()
+    assert torch.isfinite(tbeta[rows].float()).all() and torch.isfinite(gates[:, :, rows]).all()
+    assert rel_rmse(tbeta[rows], tbeta_t[rows]) <= SAME_MATH_BOUND
+    torch.testing.assert_close(gates[:, :, rows], gates_t[:, :, rows], rtol=1e-6, atol=1e-6)
+    for n, slot in enumerate(inputs["state_indices"].tolist()):
+        if slot < 0:
+            assert tbeta[cu[n] : cu[n + 1]].isnan().all(), f"padding sequence {n} got Tβ rows"
+            continue
+        for start in range(cu[n], cu[n + 1], chunk.CHUNK)[:4]:  # the first chunks of each sequence
+            end = min(start + chunk.CHUNK, cu[n + 1])
+            for hv in (0, HV - 1):
+                exact = _exact_tbeta(
+                    k[start:end, hv // (HV // H)], inputs["g"][start:end, hv], inputs["beta"][start:end, hv]
+                )
+                got = tbeta[start:end, hv, : end - start]
+                assert rel_rmse(got, exact) <= EXACT_BOUND, (n, start, hv)
+                assert not tbeta[start:end, hv, end - start :].any(), "columns past the chunk's end"
