@@ -27,6 +27,7 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -121,22 +122,27 @@ def _share(dst, x):
 
 
 @gluon.jit
-def _diag_inverse(blk, b1_s, b2_s, op: gl.constexpr):
-    """(I + a)^{-1} for the block-diagonal, strictly lower tile ``blk`` of 16×16 blocks (a^16 = 0):
-    (I − a)(I + a²)(I + a⁴)(I + a⁸), each (I + y) product as x + x y, on tf32 operands."""
-    r = gl.arange(0, 64, layout=gl.SliceLayout(1, blk.type.layout))
-    c = gl.arange(0, 64, layout=gl.SliceLayout(0, blk.type.layout))
-    x = gl.where(r[:, None] == c[None, :], 1.0, -blk)
-    _share(b1_s, blk)
-    a2 = _times(blk, b1_s, gl.zeros_like(blk), op)
-    _share(b2_s, a2)
-    a4 = _times(a2, b2_s, gl.zeros_like(blk), op)
-    x = _times(x, b2_s, x, op)
-    _share(b1_s, a4)
-    a8 = _times(a4, b1_s, gl.zeros_like(blk), op)
-    x = _times(x, b1_s, x, op)
-    _share(b2_s, a8)
-    return _times(x, b2_s, x, op)
+def _diag_inverse(blk, mma: gl.constexpr):
+    """(I + a)^{-1} for stacked strictly lower 16×16 blocks a ([4, 16, 16], a^16 = 0):
+    (I − a)(I + a²)(I + a⁴)(I + a⁸), each (I + y) product as x + x y, batched tf32 mma.sync (one block a
+    warp, in registers: no shared memory, no barrier)."""
+    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
+    b_op: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=1)
+    i = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, mma)))
+    j = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, mma)))
+    eye = gl.expand_dims(gl.expand_dims(i, 0), 2) == gl.expand_dims(gl.expand_dims(j, 0), 1)
+    x = gl.where(eye, 1.0, -blk)
+    zero = gl.zeros_like(blk)
+    a2 = mma_v2(gl.convert_layout(blk, a_op), gl.convert_layout(blk, b_op), zero, input_precision="tf32")
+    a2_a = gl.convert_layout(a2, a_op)
+    a2_b = gl.convert_layout(a2, b_op)
+    x = mma_v2(gl.convert_layout(x, a_op), a2_b, x, input_precision="tf32")
+    a4 = mma_v2(a2_a, a2_b, zero, input_precision="tf32")
+    a4_a = gl.convert_layout(a4, a_op)
+    a4_b = gl.convert_layout(a4, b_op)
+    x = mma_v2(gl.convert_layout(x, a_op), a4_b, x, input_precision="tf32")
+    a8 = mma_v2(a4_a, a4_b, zero, input_precision="tf32")
+    return mma_v2(gl.convert_layout(x, a_op), gl.convert_layout(a8, b_op), x, input_precision="tf32")
 
 
 @gluon.jit
@@ -187,16 +193,16 @@ def _gdn_gluon_intra_kernel(
     a = gl.where(lower, kk * (gl.convert_layout(b_c, rows)[:, None] * decay), 0.0)
 
     diag_block = (r[:, None] // 16) == (c[None, :] // 16)
-    # tf32 wgmma take k = 8 (the same accumulator registers as acc's)
-    acc_f32: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 8]
+    # The diagonal blocks stacked [4, 16, 16], block w in warp w: the threads hold the same elements of it
+    # in the wgmma accumulator and in mma.sync's, so moving them is a selection in registers.
+    mma: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[2, 0], warps_per_cta=[4, 1, 1], instr_shape=[1, 16, 8]
     )
-    f32_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_f32, k_width=1)
-    f32_b: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], gl.float32, transposed=True)
-    b1_s = gl.allocate_shared_memory(gl.float32, [64, 64], f32_b)
-    b2_s = gl.allocate_shared_memory(gl.float32, [64, 64], f32_b)
-    blk = gl.convert_layout(gl.where(diag_block, a, 0.0), acc_f32, assert_trivial=True)
-    d_inv = gl.convert_layout(_diag_inverse(blk, b1_s, b2_s, f32_op), acc, assert_trivial=True)
+    same4 = gl.reshape(diag_block, [4, 16, 4, 16])
+    blocks = gl.sum(gl.where(same4, gl.reshape(a, [4, 16, 4, 16]), 0.0), axis=2)
+    d_blocks = _diag_inverse(gl.convert_layout(blocks, mma), mma)
+    d4 = gl.expand_dims(gl.convert_layout(d_blocks, gl.SliceLayout(2, same4.type.layout)), 2)
+    d_inv = gl.convert_layout(gl.reshape(gl.where(same4, d4, 0.0), [64, 64]), acc)
 
     # The four solve dots on bf16 operands (fp32 sums), as the Triton launch takes them for bf16 inputs.
     op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc, k_width=2)
