@@ -44,8 +44,9 @@ def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlen
 # The rows of the Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state
 # passes: their launch options (``chunk.LaunchConfig`` fields).
 GLUON_ROWS = {
-    "triton+gluon": dict(gluon_state=True, gluon_pdl=False),
-    "triton+gluon-pdl": dict(gluon_state=True, gluon_pdl=True),
+    "triton+gluon": dict(gluon_state=True, gluon_pdl=False, gluon_intra=False),
+    "triton+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False),
+    "gluon-intra+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
     # the kernels of the overlap mode, run in series (``_flagged_in_series``)
     "triton+gluon-flagged": dict(gluon_state=True, gluon_overlap=True),
 }

@@ -874,7 +874,7 @@ def launch_config(
     gluon = chunk_gluon.programs(num_v_heads, v_dim, num_seqs) < _SM_COUNT_HINT
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
-        gluon_state=gluon, gluon_pdl=gluon,
+        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=gluon,
     )  # fmt: skip
 
 

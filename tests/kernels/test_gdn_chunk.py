@@ -244,6 +244,7 @@ def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_on
     cfg = chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=False)
     assert cfg.gluon_state == gluon and not cfg.gluon_overlap
     assert cfg.gluon_pdl == gluon  # the state pass as the intra launch's programmatic dependent
+    assert cfg.gluon_intra == gluon  # the intra launch in Gluon too (bf16 inputs)
     assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
 
 
