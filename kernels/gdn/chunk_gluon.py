@@ -50,9 +50,10 @@ its programs start on the SMs the intra launch's last wave leaves, read their po
 (``griddepcontrol.wait``) before their first read of Tβ or the gate sums: 1.2 / 1.6 / 0.7% less time at
 4k / 16k / 64k (10:54). scale·E made by the intra launch and loaded here, like P before it, measured 1.5×
 slower (10:38; branch gluon-e-from-intra), and the next chunk's K S made a step ahead 1.2× slower (11:09;
-branch gluon-ks-ahead). Side by side with the peers (10:59): 134.1 / 504.9 / 1986.3 µs, 1.89 / 1.90 /
-1.96× fla. GPU tests (``tests/kernels/test_gdn_chunk_gluon_gpu.py``, all three modes) and memcheck
-(``gdn_memcheck.py``) pass.
+branch gluon-ks-ahead). With the intra launch in Gluon too (``chunk_intra_gluon``, ``gluon_intra``, bf16
+inputs), side by side with the peers (11:57): 121.3 / 459.1 / 1814.4 µs, 2.08 / 2.09 / 2.14× fla; this
+pass is ~75% of that. GPU tests (``tests/kernels/test_gdn_chunk_gluon_gpu.py``, all four modes) and
+memcheck (``gdn_memcheck.py``) pass.
 """
 
 from __future__ import annotations
@@ -74,7 +75,9 @@ from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 from kernels.gdn import chunk
 
 CHUNK = 64
-BLOCK_V = 32  # 128 programs per sequence at HV = 32, V = 128 (16: 6–10% slower, 64: spills; 2026-11-30)
+# 128 programs per sequence at HV = 32, V = 128 (64: spills; 16: 256 programs, two per SM, but 20–25%
+# slower: each loads a step's whole K, Q and Tβ tiles for half the columns; H200 2026-11-30 11:39)
+BLOCK_V = 32
 _LOG2E = gl.constexpr(1.4426950408889634)
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 

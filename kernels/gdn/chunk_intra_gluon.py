@@ -11,11 +11,22 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
   would touch are selected away before any product) and K Kᵀ is one wgmma from shared memory;
 - g and β are loaded once, γ summed in fp64 and kept as an fp32 pair (hi, lo) as in
   ``chunk._cumsum_hi_lo``, and each moved to the accumulator's rows or columns by one ``convert_layout``;
-- the diagonal blocks' inverse ``D^{-1} = (I − a)(I + a²)(I + a⁴)(I + a⁸)`` is taken on the whole 64×64
-  block-diagonal tile as tf32 wgmma (a product of block-diagonal tiles is block-diagonal, so no block is
-  cut out; the zeros add nothing), the right operands stored K-major as tf32 requires;
+- the diagonal blocks' inverse ``D^{-1} = (I − a)(I + a²)(I + a⁴)(I + a⁸)`` is six batched 16×16 tf32
+  ``mma.sync`` in registers, block w in warp w: the wgmma accumulator already holds block w's elements
+  in warp w's threads where mma.sync's does, so cutting the blocks out and putting them back is a
+  selection in registers, with no shared memory and no barrier. (Taken on the whole 64×64 block-diagonal
+  tile as tf32 wgmma instead, each fp32 register operand moved to tf32's operand layout by shuffles,
+  ~94 instructions a tile, and each right operand through shared memory: 2040 instructions a warp, 158
+  registers, and the prefill 7% slower than with the Triton launch; H200 2026-11-30 11:49.)
 - the solve ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``, N = D^{-1}(A − blocks), is four
   bf16 wgmma: −N a register operand, each product accumulated onto D^{-1}.
+
+1456 instructions a warp against the Triton launch's 2504, 116 registers (four programs per SM), 16 KiB
+(``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``). On the H200 (probe, 2026-11-30 11:54)
+the prefill of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with it against
+0.1307 / 0.5006 / 1.9706 with the Triton launch (8–9% less; this launch ~0.03 / 0.10 / 0.42 ms against
+0.041 / 0.149 / 0.583, by difference). Side by side with the peers (11:57, benchmarks/RESULTS.md):
+121.3 / 459.1 / 1814.4 µs, 2.08 / 2.09 / 2.14× fla.
 
 It writes no segment schedule (the Gluon state pass reads none) and no flags: ``chunk._gluon_prefill``
 uses it only where the Gluon state pass runs after it (``LaunchConfig.gluon_intra``).

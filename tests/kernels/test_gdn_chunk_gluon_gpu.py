@@ -5,7 +5,8 @@ The Gluon kernel does the Triton state pass's math with the same roundings, so t
 the bf16 bound (a probe of one sequence was bit-identical, 2026-11-30); what these tests add is every
 edge of the general form: varlen batches, partial last chunks, empty and one-token sequences, padding
 slots, H < HV, other head dims, fp16, CUDA-graph capture — with the intra launch before the state pass
-and beside it (``gluon_overlap``: a second stream, flags per chunk). Each test also checks that the
+and beside it (``gluon_overlap``: a second stream, flags per chunk), and with the Gluon intra launch
+before it (``gluon_intra``; that launch's outputs alone: ``test_gdn_chunk_intra_gluon_gpu.py``). Each test also checks that the
 Gluon pass really ran, so a fallback to the Triton passes cannot pass for it.
 """
 

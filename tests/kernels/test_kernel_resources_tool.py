@@ -76,18 +76,23 @@ def test_the_recurrent_kernels_compile_for_sm90_and_report_their_resources():
         assert 0 < regs <= 255 and spills >= 0 and fit >= 1
 
 
-def test_the_gluon_state_pass_compiles_for_sm90_and_reports_its_resources():
+def test_the_gluon_kernels_compile_for_sm90_and_report_their_resources():
     # Gluon kernels have no interpreter: this compile (Gluon → PTX → ptxas for sm_90a) is what the CPU
-    # run can check of kernels/gdn/chunk_gluon.py; its numerics are held by the GPU tests.
-    done = _run(str(TOOL), "--only", "gluon_state")
+    # run can check of kernels/gdn/chunk_gluon.py and chunk_intra_gluon.py; their numerics are held by
+    # the GPU tests.
+    done = _run(str(TOOL), "--only", "gluon_state,gluon_intra")
     assert done.returncode == 0, done.stderr
     # kernel, variant (words), warps, stages, regs, spill B, smem KiB, per SM, limited by (words), HGMMA, …
-    row = re.compile(r"gluon_state\s+.+?\s+\d+\s+\d+\s+(\d+)\s+\d+\s+[\d.]+\s+(\d+)\s+\D+\s(\d+)\s")
+    row = re.compile(r"(gluon_\w+)\s+.+?\s+\d+\s+\d+\s+(\d+)\s+(\d+)\s+[\d.]+\s+(\d+)\s+\D+\s(\d+)\s")
     rows = [m.groups() for m in map(row.match, done.stdout.splitlines()) if m]
-    # the intra launch before it, beside it (waiting on flags), and before it as its programmatic dependent
-    assert len(rows) == 3, done.stdout
-    for regs, fit, mma in rows:
+    # the state pass with the intra launch before it, beside it (waiting on flags), and before it as its
+    # programmatic dependent; the Gluon intra launch
+    assert [name for name, *_ in rows] == ["gluon_state"] * 3 + ["gluon_intra"], done.stdout
+    for name, regs, spills, fit, mma in rows:
         assert 0 < int(regs) <= 255 and int(fit) >= 1 and int(mma) > 0
+    # the intra launch's four programs per SM, which its speed rests on (RESULTS.md), with no spills
+    _, regs, spills, fit, _ = rows[-1]
+    assert int(fit) == 4 and int(spills) == 0, done.stdout
 
 
 def test_an_unknown_kernel_is_refused_with_the_known_names():
