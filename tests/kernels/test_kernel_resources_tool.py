@@ -88,10 +88,10 @@ def test_the_gluon_kernels_compile_for_sm90_and_report_their_resources():
     # the state pass with the intra launch before it, beside it (waiting on flags), and before it as its
     # programmatic dependent; the Gluon intra launch
     assert [name for name, *_ in rows] == ["gluon_state"] * 3 + ["gluon_intra"], done.stdout
-    for name, regs, spills, fit, mma in rows:
+    for _name, regs, _spills, fit, mma in rows:
         assert 0 < int(regs) <= 255 and int(fit) >= 1 and int(mma) > 0
     # the intra launch's four programs per SM, which its speed rests on (RESULTS.md), with no spills
-    _, regs, spills, fit, _ = rows[-1]
+    _, _, spills, fit, _ = rows[-1]
     assert int(fit) == 4 and int(spills) == 0, done.stdout
 
 
