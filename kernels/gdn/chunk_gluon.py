@@ -443,7 +443,7 @@ def _gdn_gluon_state_kernel(
     gl.store(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v), state)
 
 
-def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
+def descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
     """A TMA descriptor over ``x`` as [T, heads × dim] with [64, cols] tiles."""
     flat = x.reshape(x.shape[0], -1)
     layout = gl.NVMMASharedLayout.get_default_for([CHUNK, cols], _GL_DTYPES[x.dtype])
@@ -463,11 +463,11 @@ def launch_state(
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
     descs = (
-        _descriptor(q, K),
-        _descriptor(k, K),
-        _descriptor(v, BLOCK_V),
-        _descriptor(tbeta, CHUNK),
-        _descriptor(o, BLOCK_V),
+        descriptor(q, K),
+        descriptor(k, K),
+        descriptor(v, BLOCK_V),
+        descriptor(tbeta, CHUNK),
+        descriptor(o, BLOCK_V),
     )
     _gdn_gluon_state_kernel[(V // BLOCK_V, HV, N)](
         *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,

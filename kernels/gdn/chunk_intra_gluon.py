@@ -45,7 +45,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     tma,
     warpgroup_mma,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
+
+from kernels.gdn import chunk_gluon
 
 CHUNK = 64
 _LOG2E = gl.constexpr(1.4426950408889634)
@@ -114,12 +115,6 @@ def _gate_sums(g, beta, gates, n_tokens, tok0, n_rows, hv, HV: gl.constexpr, lay
     after = (gl.sum(g_c.to(gl.float64), axis=0) - gam).to(gl.float32)
     gl.store(gam_of_hv + n_tokens.to(gl.int64) * HV + r, after, mask=ok)
     return hi, lo, b_c
-
-
-@gluon.jit
-def _times(x, y_s, acc, op: gl.constexpr):
-    """acc + x y for a register tile x and a shared tile y (stored, fenced and synced by the caller)."""
-    return warpgroup_mma(gl.convert_layout(x, op), y_s, acc)  # fp32 operands: tf32 (the default)
 
 
 @gluon.jit
@@ -241,13 +236,6 @@ def _gdn_gluon_intra_kernel(
         gl.store(tbeta + at, t_beta.to(dt), mask=(r < n_rows)[:, None])
 
 
-def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
-    """A TMA descriptor over ``x`` as [T, heads × dim] with [64, cols] tiles."""
-    flat = x.reshape(x.shape[0], -1)
-    layout = gl.NVMMASharedLayout.get_default_for([CHUNK, cols], gl.bfloat16)
-    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [CHUNK, cols], layout)
-
-
 def launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents: bool = False) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
     is not padding, as ``chunk._launch_intra`` writes them (no schedule). ``dependents``: the next launch
@@ -255,7 +243,8 @@ def launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents: bool
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
+    descs = chunk_gluon.descriptor(k, K), chunk_gluon.descriptor(tbeta, CHUNK)
     _gdn_gluon_intra_kernel[(T // CHUNK + N, HV)](
-        _descriptor(k, K), _descriptor(tbeta, CHUNK), g, beta, state_indices, cu_seqlens, tbeta, gates,
-        T, N, H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents, num_warps=4,
+        *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, T, N,
+        H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents, num_warps=4,
     )  # fmt: skip
