@@ -41,9 +41,11 @@ def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlen
     )
 
 
-# The rows of the Triton prefill with ``chunk_gluon``'s state pass in place of the segment / carry / state
-# passes: their launch options (``chunk.LaunchConfig`` fields).
+# Rows of the Triton prefill with launch options (``chunk.LaunchConfig`` fields): the Triton intra launch
+# (the plain ``triton`` row takes the Gluon one on sm_90 with bf16), and ``chunk_gluon``'s state pass in
+# place of the segment / carry / state passes.
 GLUON_ROWS = {
+    "triton-intra": dict(gluon_intra=False),
     "triton+gluon": dict(gluon_state=True, gluon_pdl=False, gluon_intra=False),
     "triton+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False),
     "gluon-intra+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
@@ -95,7 +97,7 @@ def main() -> int:
             if backend == "flashinfer" and (shapes["K"] != 128 or shapes["V"] != 128):
                 continue  # FlashInfer's GDN kernels are built for 128-wide heads only
             if backend in GLUON_ROWS and phase != "prefill":
-                continue  # a state pass of the prefill only
+                continue  # launch options of the prefill only
             run = clone_inputs(inputs)
             if backend in GLUON_ROWS:
                 out = _prefill_with_gluon_state(backend, **run)

@@ -138,7 +138,9 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
         pool0 = inputs["state_pool"].clone()
         try:
             a = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
-            run["intra_ms"] = calls_ms(lambda: chunk._launch_intra(*a, cfg))
+            # as the prefill launches it (no schedule before the Gluon state pass)
+            schedule = not cfg.gluon_state
+            run["intra_ms"] = calls_ms(lambda: chunk._launch_intra(*a, cfg, schedule=schedule))
             tbeta, gates, schedule = chunk._launch_intra(*a, cfg)
             seg = (inputs["k"], gates, inputs["v"], tbeta, inputs["state_pool"], inputs["state_indices"])
             if cfg.gluon_state:  # one Gluon kernel after the intra launch: no segment pass to time

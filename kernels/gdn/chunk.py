@@ -341,6 +341,7 @@ def _gdn_chunk_intra_kernel(
     FLAGGED: tl.constexpr = False,
     SOLVE_BF16: tl.constexpr = False,
     LAUNCH_DEPENDENTS: tl.constexpr = False,
+    SCHEDULE_ONLY: tl.constexpr = False,
 ):
     if LAUNCH_DEPENDENTS:
         # The Gluon state pass after this launch (``gluon_pdl``) may start once every program here has:
@@ -357,6 +358,8 @@ def _gdn_chunk_intra_kernel(
         hv = tl.program_id(1)
         if hv == 0:
             _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
+    if SCHEDULE_ONLY:
+        return  # before the Gluon intra launch (``gluon_intra``), on a grid of (n_programs, 1)
     h = hv // (HV // H)
     n, j, bos, eos, n_segs, first_non_last = _locate(cu_seqlens, N, pid, 1, BN, False)
     if n >= N:
@@ -878,7 +881,7 @@ def launch_config(
     gluon = chunk_gluon.programs(num_v_heads, v_dim, num_seqs) < _SM_COUNT_HINT
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
-        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=gluon,
+        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True,
     )  # fmt: skip
 
 
@@ -906,16 +909,14 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
 def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
     """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true): one after the other,
     or (``gluon_overlap``) side by side, the intra launch on a second stream flagging each chunk."""
-    from kernels.gdn import chunk_gluon, chunk_intra_gluon  # imported here: Gluon kernels only where they run
+    from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
 
     N = state_indices.shape[0]
     if not (config.gluon_overlap and chunk_gluon.leaves_an_sm_free(v, N)):
         pdl = config.gluon_pdl
-        if config.gluon_intra and chunk_intra_gluon.supported(k):
-            tbeta, gates = _intra_outputs(k, *g.shape)
-            chunk_intra_gluon.launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=pdl)
-        else:
-            tbeta, gates, _ = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, dependents=pdl)
+        tbeta, gates, _ = _launch_intra(
+            k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False
+        )
         chunk_gluon.launch_state(
             q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl
         )
@@ -993,34 +994,45 @@ def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torc
     return _empty((T, HV, CHUNK), k.dtype, k.device), _empty((2, HV, T), torch.float32, k.device)
 
 
-def _launch_intra(k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False):
+def _launch_intra(k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule=True):
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
     passes read ([2, segment programs, 8]: ``_write_schedule``). ``dependents``: the next launch is a
-    programmatic dependent of this one (``gluon_pdl``)."""
+    programmatic dependent of this one (``gluon_pdl``). With ``gluon_intra`` where it applies, Tβ and the
+    gate sums are ``chunk_intra_gluon``'s, after a launch of this kernel that writes the schedule alone
+    (none with ``schedule`` false: the Gluon state pass reads none)."""
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta, gates = _intra_outputs(k, T, HV)
     n_programs = _segment_programs(T, N, config)  # ≤ the intra grid's T // 64 + N programs
-    schedule = _empty((2, n_programs, _SCHEDULE_ROW.value), torch.int64, k.device)
+    table = _empty((2, n_programs, _SCHEDULE_ROW.value), torch.int64, k.device)
+    args = (k, g, beta, state_indices, cu_seqlens, tbeta, gates, T, table, n_programs, config.seg_chunks, N)
+    gluon = _gluon_intra(k, config)
+    if gluon and schedule:
+        _gdn_chunk_intra_kernel[(n_programs, 1)](
+            *args, state_indices, **_intra_meta(k, HV, state_indices, config, SCHEDULE_ONLY=True)
+        )
+    if gluon:
+        from kernels.gdn import chunk_intra_gluon
+
+        chunk_intra_gluon.launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents)
+        return tbeta, gates, table
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
-        k,
-        g,
-        beta,
-        state_indices,
-        cu_seqlens,
-        tbeta,
-        gates,
-        T,
-        schedule,
-        n_programs,
-        config.seg_chunks,
-        N,
+        *args,
         state_indices,  # no flags
         **_intra_meta(k, HV, state_indices, config, LAUNCH_DEPENDENTS=dependents),
     )
-    return tbeta, gates, schedule
+    return tbeta, gates, table
+
+
+def _gluon_intra(k: torch.Tensor, config: LaunchConfig) -> bool:
+    """Whether this call's intra launch is ``chunk_intra_gluon``'s (asked for, and it applies here)."""
+    if not config.gluon_intra or _INTERPRET:
+        return False
+    from kernels.gdn import chunk_intra_gluon
+
+    return chunk_intra_gluon.supported(k)
 
 
 def _intra_meta(k, HV: int, state_indices, config, **extra) -> dict:

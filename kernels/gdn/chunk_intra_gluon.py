@@ -28,8 +28,9 @@ the prefill of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8
 0.041 / 0.149 / 0.583, by difference). Side by side with the peers (11:57, benchmarks/RESULTS.md):
 121.3 / 459.1 / 1814.4 µs, 2.08 / 2.09 / 2.14× fla.
 
-It writes no segment schedule (the Gluon state pass reads none) and no flags: ``chunk._gluon_prefill``
-uses it only where the Gluon state pass runs after it (``LaunchConfig.gluon_intra``).
+It writes no segment schedule and no flags: ``chunk._launch_intra`` launches it (``LaunchConfig.gluon_intra``)
+after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
+(the Gluon state pass reads no schedule), and never for the overlap mode (flags).
 """
 
 from __future__ import annotations
@@ -46,16 +47,20 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
 )
 
-from kernels.gdn import chunk_gluon
+from kernels.gdn import chunk, chunk_gluon
 
 CHUNK = 64
 _LOG2E = gl.constexpr(1.4426950408889634)
 
 
 def supported(k: torch.Tensor) -> bool:
-    """Whether this launch applies where the Gluon state pass does (``chunk_gluon.supported``): bf16 keys
-    (the Triton launch's bf16 solve; fp16 inputs keep its tf32 one)."""
-    return k.dtype == torch.bfloat16
+    """Whether this launch applies: an sm_90 GPU, bf16 keys (the Triton launch's bf16 solve; fp16 inputs
+    keep its tf32 one) whose data TMA can address (16-byte aligned), K of 64 or 128 (one TMA tile wide),
+    and at least one chunk of tokens."""
+    if not k.is_cuda or k.dtype != torch.bfloat16 or torch.cuda.get_device_capability(k.device) != (9, 0):
+        return False
+    T, _, K = k.shape
+    return T >= CHUNK and K in (64, 128) and chunk.tma_addressable(k.reshape(T, -1))
 
 
 @gluon.jit

@@ -244,7 +244,7 @@ def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_on
     cfg = chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=False)
     assert cfg.gluon_state == gluon and not cfg.gluon_overlap
     assert cfg.gluon_pdl == gluon  # the state pass as the intra launch's programmatic dependent
-    assert cfg.gluon_intra == gluon  # the intra launch in Gluon too (bf16 inputs)
+    assert cfg.gluon_intra  # the intra launch in Gluon, before either state pass (where it applies)
     assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
 
 
@@ -285,16 +285,27 @@ def _schedule_rows(seqlens, seg_chunks, non_last):
     "seqlens, seg_chunks",
     [([70, 64, 5], 1), ([0, 300, 1, 129, 0], 2), ([600, 0, 7, 256], 4), ([0], 1), ([64 * 9], 4)],
 )
-def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(seqlens, seg_chunks):
+@pytest.mark.parametrize("gluon_intra", [False, True], ids=["triton-intra", "schedule-only"])
+def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(
+    seqlens, seg_chunks, gluon_intra, monkeypatch
+):
     # The segment and state passes read where each of their programs works from this table instead of
     # scanning cu_seqlens: every row against a plain count, idle rows past the last segment marked
-    # n >= N. Padding slots still get rows (the passes skip them by their slot).
+    # n >= N. Padding slots still get rows (the passes skip them by their slot). With the Gluon intra
+    # launch (a GPU's; stood in for here, it writes no schedule) a launch of the Triton kernel that
+    # writes the schedule alone comes first.
+    from kernels.gdn import chunk_intra_gluon
+
+    gluon_launches = []
+    monkeypatch.setattr(chunk, "_gluon_intra", lambda k, config: gluon_intra)
+    monkeypatch.setattr(chunk_intra_gluon, "launch", lambda *a, **kw: gluon_launches.append(a))
     N = len(seqlens)
     inputs = make_inputs("prefill", N=N, H=1, HV=2, K=16, V=16, seqlens=seqlens, seed=3)
     inputs["state_indices"][0] = -1
     cfg = chunk.launch_config(sum(seqlens), N, 2, 16)._replace(seg_chunks=seg_chunks)
     args = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
     _, _, schedule = chunk._launch_intra(*args, cfg)
+    assert len(gluon_launches) == gluon_intra
     assert schedule.shape[1] == sum(seqlens) // (chunk.CHUNK * seg_chunks) + N
     for table, non_last in enumerate((False, True)):
         expected = _schedule_rows(seqlens, seg_chunks, non_last)

@@ -39,10 +39,13 @@ def _launch_both(inputs):
     args = (k, inputs["g"], inputs["beta"], inputs["state_indices"], inputs["cu_seqlens"])
     T, HV = inputs["g"].shape
     config = chunk.launch_config(T, inputs["state_indices"].shape[0], HV, inputs["v"].shape[2])
-    tbeta_t, gates_t, _ = chunk._launch_intra(*args, config)
+    tbeta_t, gates_t, schedule_t = chunk._launch_intra(*args, config._replace(gluon_intra=False))
     tbeta, gates = (x.fill_(float("nan")) for x in chunk._intra_outputs(k, T, HV))
     assert chunk_intra_gluon.supported(k)
     chunk_intra_gluon.launch(*args, tbeta, gates)
+    # as the Triton passes get it: the schedule from a launch of the Triton kernel that writes it alone
+    _, _, schedule = chunk._launch_intra(*args, config._replace(gluon_intra=True))
+    assert torch.equal(schedule[..., :6], schedule_t[..., :6])  # the six fields of a row (8 wide)
     return (tbeta_t, gates_t), (tbeta, gates)
 
 
