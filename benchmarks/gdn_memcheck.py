@@ -2,8 +2,9 @@
 
     compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py
 
-Covers our Triton prefill / decode / verify, the prefill with the Gluon state pass (``triton+gluon``, on
-sm_90; ``-flagged``: the kernels of the overlap mode, in series; ``-pdl``: the state pass launched as the intra
+Covers our Triton prefill / decode / verify (on sm_90 the prefill's intra launch is the Gluon one;
+``triton-intra``: the Triton one), the prefill with the Gluon state pass (``triton+gluon``, on sm_90;
+``-flagged``: the kernels of the overlap mode, in series; ``-pdl``: the state pass launched as the intra
 launch's programmatic dependent) and the FlashInfer adapters (when flashinfer imports), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA

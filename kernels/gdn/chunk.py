@@ -56,11 +56,14 @@ where its programs fit on the GPU at once — one long sequence at Qwen3-Next's 
 passes above for batches (16×2048: 0.948 against its 1.162 ms, 07:08). For bf16 inputs the intra launch's
 four 64×64 solve dots take bf16 operands (fp32 sums; Tβ moves ≤ 2e-4 relative, under a fifth of its own
 bf16 rounding, ≥ 1.3e-3: ``tests/kernels/test_gdn_solve_precision.py``), 20% off that launch; the
-state pass is the intra launch's programmatic dependent (``gluon_pdl``), and for bf16 inputs that intra
-launch is ``chunk_intra_gluon``'s (``gluon_intra``: the same math in Gluon, 1456 instructions a warp
-against 2504 here). Side by side with the peers (2026-11-30 11:57, RESULTS.md, commit 581289d): 121.3 /
-459.1 / 1814.4 µs on one sequence of 4k / 16k / 64k tokens and 884.4 on 16×2048 (the passes above),
-2.08 / 2.09 / 2.14 / 2.03× fla; FlashInfer's kernel 148.4 / 409.4 / 1463.2 / 406.2.
+state pass is the intra launch's programmatic dependent (``gluon_pdl``).
+
+On sm_90 with bf16 inputs, ``LaunchConfig.gluon_intra`` (on by default) replaces launch 1 by
+``chunk_intra_gluon``'s (the same math in Gluon, 1456 instructions a warp against 2504 here), before
+either state pass; before the passes above a launch of ``_gdn_chunk_intra_kernel`` with
+``SCHEDULE_ONLY`` writes the segment schedule first. Side by side with the peers (2026-11-30 12:17,
+RESULTS.md, commit 4f96605): 120.8 / 461.1 / 1826.1 µs on one sequence of 4k / 16k / 64k tokens and 791.7
+on 16×2048, 2.09 / 2.08 / 2.12 / 2.28× fla; FlashInfer's kernel 148.5 / 409.1 / 1472.2 / 403.2.
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -824,10 +827,11 @@ class LaunchConfig(NamedTuple):
     # H200 2026-11-30 10:54: 0.1301 / 0.4948 / 1.9602 ms at 4k / 16k / 64k tokens against 0.1317 /
     # 0.5029 / 1.9744 without (1.2 / 1.6 / 0.7% less).
     gluon_pdl: bool = False
-    # With ``gluon_state`` (intra launch before it) and bf16 inputs: the intra launch is
-    # ``chunk_intra_gluon``'s, the same math with its layouts stated (``chunk_intra_gluon.supported``).
-    # H200 2026-11-30 11:54: 0.1203 / 0.4546 / 1.8109 ms at 4k / 16k / 64k tokens against 0.1307 /
-    # 0.5006 / 1.9706 with the Triton intra launch (8–9% less).
+    # The intra launch is ``chunk_intra_gluon``'s where it applies (sm_90, bf16 keys:
+    # ``chunk_intra_gluon.supported``), the same math with its layouts stated; before the Triton passes a
+    # launch of the Triton kernel writes their schedule first. H200 2026-11-30 11:54: 0.1203 / 0.4546 /
+    # 1.8109 ms at 4k / 16k / 64k tokens (Gluon state pass) against 0.1307 / 0.5006 / 1.9706 with the
+    # Triton intra launch; 12:15: 0.7839 against 0.8738 on 16×2048 (Triton passes).
     gluon_intra: bool = False
 
 
@@ -866,8 +870,9 @@ def launch_config(
       do not, the Triton passes, which split long sequences and run short ones two programs per SM
       (16×2048: 2048 Gluon programs, 1.162 against 0.948 ms, 07:08). Only where
       ``chunk_gluon.supported`` holds (sm_90, 16-bit inputs). With it the state pass is the intra
-      launch's programmatic dependent (``gluon_pdl``: 0.7–1.6% less, 10:54), and for bf16 inputs that
-      intra launch is the Gluon one (``gluon_intra``: 8–9% less, 11:54).
+      launch's programmatic dependent (``gluon_pdl``: 0.7–1.6% less, 10:54).
+    - The intra launch in Gluon (``gluon_intra``) wherever it applies (sm_90, bf16), before either
+      state pass: 8–9% less time on one sequence (11:54), 10% on 16×2048 (12:15).
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)

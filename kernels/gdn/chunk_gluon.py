@@ -51,7 +51,7 @@ its programs start on the SMs the intra launch's last wave leaves, read their po
 4k / 16k / 64k (10:54). scale·E made by the intra launch and loaded here, like P before it, measured 1.5×
 slower (10:38; branch gluon-e-from-intra), and the next chunk's K S made a step ahead 1.2× slower (11:09;
 branch gluon-ks-ahead). With the intra launch in Gluon too (``chunk_intra_gluon``, ``gluon_intra``, bf16
-inputs), side by side with the peers (11:57): 121.3 / 459.1 / 1814.4 µs, 2.08 / 2.09 / 2.14× fla; this
+inputs), side by side with the peers (12:17): 120.8 / 461.1 / 1826.1 µs, 2.09 / 2.08 / 2.12× fla; this
 pass is ~75% of that. GPU tests (``tests/kernels/test_gdn_chunk_gluon_gpu.py``, all four modes) and
 memcheck (``gdn_memcheck.py``) pass.
 """

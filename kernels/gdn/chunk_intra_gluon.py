@@ -25,8 +25,9 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
 (``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``). On the H200 (probe, 2026-11-30 11:54)
 the prefill of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with it against
 0.1307 / 0.5006 / 1.9706 with the Triton launch (8–9% less; this launch ~0.03 / 0.10 / 0.42 ms against
-0.041 / 0.149 / 0.583, by difference). Side by side with the peers (11:57, benchmarks/RESULTS.md):
-121.3 / 459.1 / 1814.4 µs, 2.08 / 2.09 / 2.14× fla.
+0.041 / 0.149 / 0.583, by difference), and 16×2048 0.7839 against 0.8738 (12:15; with the schedule
+launch 0.214 against 0.305 ms). Side by side with the peers (12:17, benchmarks/RESULTS.md): 120.8 /
+461.1 / 1826.1 / 791.7 µs, 2.09 / 2.08 / 2.12 / 2.28× fla.
 
 It writes no segment schedule and no flags: ``chunk._launch_intra`` launches it (``LaunchConfig.gluon_intra``)
 after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
