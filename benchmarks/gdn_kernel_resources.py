@@ -105,6 +105,7 @@ KERNELS = {
             FLAGGED=False,
             SOLVE_BF16=True,
             LAUNCH_DEPENDENTS=False,
+            SCHEDULE_ONLY=False,
         ),
     ),
     "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
