@@ -45,7 +45,7 @@ def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlen
 # Rows of the Triton prefill with launch options (``chunk.LaunchConfig`` fields): the Triton intra launch
 # (the plain ``triton`` row takes the Gluon one on sm_90 with bf16), and ``chunk_gluon``'s state pass in
 # place of the segment / carry / state passes.
-GLUON_ROWS = {
+CONFIG_ROWS = {
     "triton-intra": dict(gluon_intra=False),
     "triton+gluon": dict(gluon_state=True, gluon_pdl=False, gluon_intra=False),
     "triton+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False),
@@ -55,17 +55,17 @@ GLUON_ROWS = {
 }
 
 
-def _prefill_with_gluon_state(row: str, **inputs):
-    """The prefill of ``GLUON_ROWS[row]``."""
+def _prefill_with_config(row: str, **inputs):
+    """The prefill of ``CONFIG_ROWS[row]``."""
 
     def run():
         return gdn.prefill(**inputs, backend="triton")
 
-    if not GLUON_ROWS[row].get("gluon_overlap"):
-        return with_config(GLUON_ROWS[row], run)
+    if not CONFIG_ROWS[row].get("gluon_overlap"):
+        return with_config(CONFIG_ROWS[row], run)
     default, chunk._gluon_prefill = chunk._gluon_prefill, _flagged_in_series
     try:
-        return with_config(GLUON_ROWS[row], run)
+        return with_config(CONFIG_ROWS[row], run)
     finally:
         chunk._gluon_prefill = default
 
@@ -88,7 +88,7 @@ def main() -> int:
         return 2
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
     if torch.cuda.get_device_capability() == (9, 0):
-        backends += list(GLUON_ROWS)
+        backends += list(CONFIG_ROWS)
     failures = 0
     for phase, shapes, _ in CASES:
         inputs = make_inputs(phase, dtype=torch.bfloat16, device="cuda", seed=7, **shapes)
@@ -97,11 +97,11 @@ def main() -> int:
         for backend in backends:
             if backend == "flashinfer" and (shapes["K"] != 128 or shapes["V"] != 128):
                 continue  # FlashInfer's GDN kernels are built for 128-wide heads only
-            if backend in GLUON_ROWS and phase != "prefill":
+            if backend in CONFIG_ROWS and phase != "prefill":
                 continue  # launch options of the prefill only
             run = clone_inputs(inputs)
-            if backend in GLUON_ROWS:
-                out = _prefill_with_gluon_state(backend, **run)
+            if backend in CONFIG_ROWS:
+                out = _prefill_with_config(backend, **run)
             else:
                 out = getattr(gdn, phase)(**run, backend=backend)
             torch.cuda.synchronize()
