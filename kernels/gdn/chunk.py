@@ -999,7 +999,9 @@ def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torc
     return _empty((T, HV, CHUNK), k.dtype, k.device), _empty((2, HV, T), torch.float32, k.device)
 
 
-def _launch_intra(k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule=True):
+def _launch_intra(
+    k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule: bool = True
+):
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
     passes read ([2, segment programs, 8]: ``_write_schedule``). ``dependents``: the next launch is a

@@ -82,16 +82,23 @@ _LOG2E = gl.constexpr(1.4426950408889634)
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
 
 
+def tiles_apply(*tensors: torch.Tensor) -> bool:
+    """Whether the Gluon kernels' TMA tiles of these packed [T, heads, dim] tensors run here (this pass's
+    and ``chunk_intra_gluon``'s): an sm_90 GPU, one 16-bit dtype, data TMA can address (16-byte aligned),
+    the first tensor's dim 64 or 128 (one TMA tile wide: K), and at least one chunk of tokens (a TMA tile
+    of 64 rows over fewer is not a case worth a kernel of its own)."""
+    first = tensors[0]
+    if not first.is_cuda or first.dtype not in _GL_DTYPES or any(x.dtype != first.dtype for x in tensors):
+        return False
+    if torch.cuda.get_device_capability(first.device) != (9, 0):
+        return False
+    aligned = all(chunk.tma_addressable(x.reshape(x.shape[0], -1)) for x in tensors)
+    return aligned and first.shape[0] >= CHUNK and first.shape[2] in (64, 128)
+
+
 def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether this pass applies: an sm_90 GPU, 16-bit q/k/v whose data TMA can address (16-byte
-    aligned), K of 64 or 128 (one TMA tile wide), V a multiple of the V tile, and at least one chunk of
-    tokens (a TMA tile of 64 rows over fewer is not a case worth a kernel of its own)."""
-    if not q.is_cuda or q.dtype not in _GL_DTYPES or not (k.dtype == v.dtype == q.dtype):
-        return False
-    if torch.cuda.get_device_capability(q.device) != (9, 0):
-        return False
-    aligned = all(chunk.tma_addressable(x.reshape(x.shape[0], -1)) for x in (q, k, v))
-    return aligned and q.shape[0] >= CHUNK and q.shape[2] in (64, 128) and v.shape[2] % BLOCK_V == 0
+    """Whether this pass applies: ``tiles_apply(q, k, v)`` and V a multiple of the V tile."""
+    return tiles_apply(q, k, v) and v.shape[2] % BLOCK_V == 0
 
 
 def programs(v_heads: int, v_dim: int, n_seqs: int) -> int:

@@ -48,20 +48,16 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
 )
 
-from kernels.gdn import chunk, chunk_gluon
+from kernels.gdn import chunk_gluon
 
-CHUNK = 64
+CHUNK = chunk_gluon.CHUNK
 _LOG2E = gl.constexpr(1.4426950408889634)
 
 
 def supported(k: torch.Tensor) -> bool:
-    """Whether this launch applies: an sm_90 GPU, bf16 keys (the Triton launch's bf16 solve; fp16 inputs
-    keep its tf32 one) whose data TMA can address (16-byte aligned), K of 64 or 128 (one TMA tile wide),
-    and at least one chunk of tokens."""
-    if not k.is_cuda or k.dtype != torch.bfloat16 or torch.cuda.get_device_capability(k.device) != (9, 0):
-        return False
-    T, _, K = k.shape
-    return T >= CHUNK and K in (64, 128) and chunk.tma_addressable(k.reshape(T, -1))
+    """Whether this launch applies: bf16 keys (the Triton launch's bf16 solve; fp16 inputs keep its tf32
+    one) whose TMA tiles run here (``chunk_gluon.tiles_apply``: sm_90, aligned, K 64 or 128, a chunk)."""
+    return k.dtype == torch.bfloat16 and chunk_gluon.tiles_apply(k)
 
 
 @gluon.jit
