@@ -4,7 +4,19 @@ Without a CUDA device the Triton kernels run under the Triton CPU interpreter. T
 before any module decorates a kernel with ``@triton.jit``, hence here, at the root, before collection.
 """
 
+import importlib.util
 import os
+import sys
+import types
+from pathlib import Path
+
+# The checkout's folders import as stampgen.codegen / stampgen.kernels / stampgen.generated once the
+# package is installed (`pip install -e .`). Where it is not (the GPU machine runs `pytest -m gpu
+# tests/kernels` with its own packages), the checkout itself stands in for the `stampgen` namespace.
+if importlib.util.find_spec("stampgen") is None:
+    _namespace = types.ModuleType("stampgen")
+    _namespace.__path__ = [str(Path(__file__).resolve().parent)]
+    sys.modules["stampgen"] = _namespace
 
 try:
     import torch

@@ -37,7 +37,9 @@ STAMPGEN = Path(sys.executable).with_name("stampgen")
 
 def _stampgen(*args: str, cwd: Path) -> float:
     """Seconds one `stampgen ...` process takes, start to exit (the exit status is not judged here)."""
-    cmd = [str(STAMPGEN), *args] if STAMPGEN.exists() else [sys.executable, "-m", "codegen.cli", *args]
+    cmd = (
+        [str(STAMPGEN), *args] if STAMPGEN.exists() else [sys.executable, "-m", "stampgen.codegen.cli", *args]
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     start = time.perf_counter()
     subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -93,7 +95,7 @@ def _hand_written() -> tuple[Any, Any]:
     """SGLang's resolver (§2.5) written by hand against its own frozen struct, as a peer would."""
     import msgspec
 
-    from generated.linear_attn import LinearAttnKernelBackend
+    from stampgen.generated.linear_attn import LinearAttnKernelBackend
 
     class HandStamp(msgspec.Struct, frozen=True):
         decode: LinearAttnKernelBackend
@@ -113,7 +115,7 @@ def _hand_written() -> tuple[Any, Any]:
 
 
 def resolver_rows(number: int) -> list[tuple[str, float, float]]:
-    from generated.linear_attn import resolve_linear_attn_backends
+    from stampgen.generated.linear_attn import resolve_linear_attn_backends
 
     hand, _ = _hand_written()
     cases = {

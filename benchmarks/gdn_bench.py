@@ -50,10 +50,11 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import kernels._validation as validation  # noqa: E402
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+import stampgen.kernels._validation as validation  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
-from kernels import gdn  # noqa: E402
-from kernels._validation import KernelUnavailableError  # noqa: E402
+from stampgen.kernels import gdn  # noqa: E402
+from stampgen.kernels._validation import KernelUnavailableError  # noqa: E402
 
 DEVICE = "cuda"  # "cpu" under --dry-run
 OURS_BACKEND = "triton"  # "torch" under --dry-run
@@ -232,7 +233,7 @@ def fi_kernel_maker(phase, s):
     from flashinfer.gdn_decode import gated_delta_rule_decode_pretranspose, gated_delta_rule_mtp
     from flashinfer.gdn_prefill import chunk_gated_delta_rule
 
-    from kernels.gdn.flashinfer import raw_gate_inputs
+    from stampgen.kernels.gdn.flashinfer import raw_gate_inputs
 
     q, k, v = s["q"], s["k"], s["v"]
     zeros = torch.zeros(HV, device=DEVICE)
@@ -342,7 +343,7 @@ def peer_status(impls) -> dict[str, str | None]:
         except Exception as err:
             status["fla"] = f"fla not importable: {type(err).__name__}: {err}"[:300]
     if "fi" in impls:
-        from kernels.gdn import flashinfer as fi_backend
+        from stampgen.kernels.gdn import flashinfer as fi_backend
 
         if fi_backend.is_available():
             status["fi"] = status["fi-kernel"] = None

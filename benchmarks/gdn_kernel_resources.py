@@ -41,8 +41,8 @@ from triton.experimental.gluon import language as gl  # noqa: E402
 from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from kernels.gdn import chunk, chunk_gluon, chunk_intra_gluon, fused_recurrent  # noqa: E402
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from stampgen.kernels.gdn import chunk, chunk_gluon, chunk_intra_gluon, fused_recurrent  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"

@@ -20,20 +20,22 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kernels"))
 
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse  # noqa: E402
 
 from benchmarks.gdn_prefill_probe import with_config  # noqa: E402
-from kernels import gdn  # noqa: E402
-from kernels.gdn import chunk  # noqa: E402
+from stampgen.kernels import gdn  # noqa: E402
+from stampgen.kernels.gdn import chunk  # noqa: E402
 
 
 def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config):
     """``chunk._gluon_prefill``'s overlap mode with its two kernels (the flagged intra launch, the state
     pass that waits on its flags) one after the other: the sanitizer runs kernels one at a time, so the
     state pass launched first, as the overlap mode does, would spin forever."""
-    from kernels.gdn import chunk_gluon
+    from stampgen.kernels.gdn import chunk_gluon
 
     tbeta, gates, flags = chunk._flagged_outputs(k, g, state_indices)
     chunk._launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)

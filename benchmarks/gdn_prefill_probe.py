@@ -32,11 +32,11 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_bench import HV, SCALE, V, make_set  # noqa: E402
 from benchmarks.gdn_bench import rel as rel_rmse  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
-from kernels.gdn import chunk  # noqa: E402
+from stampgen.kernels.gdn import chunk  # noqa: E402
 
 CASES = {  # name -> sequence lengths
     "T=4096": [4096],

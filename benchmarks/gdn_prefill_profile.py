@@ -17,9 +17,9 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_prefill_probe import CASES, HV, V, _load_module, make_case  # noqa: E402
-from kernels.gdn import chunk  # noqa: E402
+from stampgen.kernels.gdn import chunk  # noqa: E402
 
 
 def main() -> None:

@@ -29,9 +29,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import kernels._validation as validation  # noqa: E402
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+import stampgen.kernels._validation as validation  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
-from kernels.gdn import fused_recurrent  # noqa: E402
+from stampgen.kernels.gdn import fused_recurrent  # noqa: E402
 
 H, HV, K, V = 16, 32, 128, 128
 QKV_DTYPE = torch.bfloat16

@@ -21,9 +21,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-
-from codegen.checks import check  # noqa: E402
-from codegen.parser import grammar_parser, parse  # noqa: E402
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from stampgen.codegen.checks import check  # noqa: E402
+from stampgen.codegen.parser import grammar_parser, parse  # noqa: E402
 
 STAMPGEN = Path(sys.executable).with_name("stampgen")
 SHIPPED = "rules/linear_attn.rules"
@@ -84,11 +84,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
     args = ap.parse_args()
-    cmd = [str(STAMPGEN)] if STAMPGEN.exists() else [sys.executable, "-m", "codegen.cli"]
+    cmd = [str(STAMPGEN)] if STAMPGEN.exists() else [sys.executable, "-m", "stampgen.codegen.cli"]
 
-    startup = median_wall([sys.executable, "-c", "import codegen.cli"], args.runs)
+    startup = median_wall([sys.executable, "-c", "import stampgen.codegen.cli"], args.runs)
     rows = [
-        ("`python -c 'import codegen.cli'` (start-up floor)", "-", startup),
+        ("`python -c 'import stampgen.codegen.cli'` (start-up floor)", "-", startup),
         (f"`stampgen check {SHIPPED}`", "-", median_wall([*cmd, "check", SHIPPED], args.runs)),
         (
             "`stampgen table LinearAttnBackends`",

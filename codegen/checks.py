@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterable
 from keyword import iskeyword
 
-from codegen import ir
-from codegen.diagnostics import Diagnostic, did_you_mean, error, sort_key, warning
-from codegen.model import (
+from stampgen.codegen import ir
+from stampgen.codegen.diagnostics import Diagnostic, did_you_mean, error, sort_key, warning
+from stampgen.codegen.model import (
     LAUNCH,
     PROCESS,
     RUNNER,
@@ -827,7 +827,7 @@ class _Checker:
                     "bad-module-path",
                     f'guard module "{guard.module}" is not a dotted module path',
                     guard.module_loc,
-                    'e.g. from "kernels.backends"',
+                    'e.g. from "myengine.backends"',
                 )
             for consumer in guard.consumers:
                 self.ident(consumer, "consumer")
@@ -856,7 +856,7 @@ class _Checker:
                 "bad-registry-path",
                 f'registry "{decl.registry}" must be "package.module:NAME" (a module path, a colon, a mapping)',
                 decl.registry_loc,
-                'e.g. over "kernels.runtime.models:ARCHS"',
+                'e.g. over "myengine.models:ARCHS"',
             )
         seen: dict[str, ir.Loc] = {}
         for keyword, loc in decl.clause_locs:

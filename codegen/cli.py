@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from codegen import explain as explain_mod
-from codegen import table as table_mod
-from codegen.diagnostics import render
-from codegen.fmt import format_rules, same_meaning
-from codegen.load import Loaded, discover, load, load_text
-from codegen.parser import parse
+from stampgen.codegen import explain as explain_mod
+from stampgen.codegen import table as table_mod
+from stampgen.codegen.diagnostics import render
+from stampgen.codegen.fmt import format_rules, same_meaning
+from stampgen.codegen.load import Loaded, discover, load, load_text
+from stampgen.codegen.parser import parse
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -95,7 +95,7 @@ def cmd_check(args, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_generate(args, out: TextIO, err: TextIO) -> int:
-    from codegen.generate import run_generate
+    from stampgen.codegen.generate import run_generate
 
     files = _discover(args.paths)
     return run_generate(files, args.out, args.check, out=out, err=err)
@@ -145,7 +145,7 @@ def _model_with_stamp(args, err: TextIO):
         if args.stamp in item.model.stamps:
             return item.model
     known = sorted(s for item in loaded for s in item.model.stamps)
-    from codegen.diagnostics import did_you_mean
+    from stampgen.codegen.diagnostics import did_you_mean
 
     hint = did_you_mean(args.stamp, known)
     raise UsageError(f"no stamp {args.stamp!r}" + (f"; {hint}" if hint else f" (stamps: {', '.join(known)})"))
@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="write generated/ from the rules")
     p.add_argument("paths", nargs="*")
     p.add_argument("--check", action="store_true", help="write nothing; print a diff and exit 1 when stale")
-    p.add_argument("--out", default="generated", help="output folder (default: generated)")
+    p.add_argument("--out", default=None, help="output folder (default: the project's, generated/)")
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("fmt", help="canonical layout of .rules files")

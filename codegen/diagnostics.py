@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import msgspec
 
-from codegen.ir import Loc
+from stampgen.codegen.ir import Loc
 
 
 class Diagnostic(msgspec.Struct, frozen=True):

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from codegen import interpreter, ir
-from codegen.model import EnumT, IntT, Model, StampInfo, Type, ValidateInfo, domain
-from codegen.naming import snake_case
+from stampgen.codegen import interpreter, ir
+from stampgen.codegen.model import EnumT, IntT, Model, StampInfo, Type, ValidateInfo, domain
+from stampgen.codegen.naming import snake_case
 
 # Differential tests: the whole finite domain when it has at most this many rows; else the abstract domain
 # (see `_abstract_classes`); else this many rows drawn from the abstract domain with a fixed seed.

@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from codegen import interpreter as interp
-from codegen.model import EnumT, Model, StampInfo
+from stampgen.codegen import interpreter as interp
+from stampgen.codegen.model import EnumT, Model, StampInfo
 
 
 class InputError(ValueError):
@@ -38,7 +38,7 @@ def parse_settings(
         if not sep or not name:
             raise InputError(f"--set expects NAME=VALUE, got {item!r}")
         if name not in types:
-            from codegen.diagnostics import did_you_mean
+            from stampgen.codegen.diagnostics import did_you_mean
 
             hint = did_you_mean(name, types)
             raise InputError(f"unknown name {name!r}" + (f"; {hint}" if hint else ""))

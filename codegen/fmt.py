@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from lark import Token
 
-from codegen.ir import RulesFile, without_positions
-from codegen.parser import DECL_KEYWORDS, lex_with_comments
+from stampgen.codegen.ir import RulesFile, without_positions
+from stampgen.codegen.parser import DECL_KEYWORDS, lex_with_comments
 
 INDENT = "    "
 _STATEMENT_KEYWORDS = {

@@ -23,7 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import TextIO
 
-from codegen import writer
+from stampgen.codegen import writer
+from stampgen.codegen.project import Project, find_project
 
 RUFF_VERSION = "0.17.5"  # pinned in pyproject.toml; another version formats differently
 LINE_LENGTH = 110
@@ -43,6 +44,7 @@ GENERATOR_SOURCES = (
     "codegen/model.py",
     "codegen/naming.py",
     "codegen/parser.py",
+    "codegen/project.py",
     "codegen/render.py",
     "codegen/writer.py",
 )
@@ -56,7 +58,7 @@ class GenerateError(Exception):
 
 def run_generate(
     rule_paths: list[str],
-    out_dir: str = "generated",
+    out_dir: str | None = None,
     check: bool = False,
     *,
     out: TextIO = sys.stdout,
@@ -73,22 +75,24 @@ def run_generate(
         return 1
 
 
-def _generate(rule_paths: list[str], out_dir: str, check: bool, out: TextIO, err: TextIO) -> int:
-    from codegen.load import discover
+def _generate(rule_paths: list[str], out_dir: str | None, check: bool, out: TextIO, err: TextIO) -> int:
+    from stampgen.codegen.load import discover
 
-    paths = discover(list(rule_paths) or None)
+    project = find_project()
+    paths = discover(list(rule_paths) or None, project)
     if not paths:
-        raise GenerateError("no rules files (looked for rules/*.rules); name the files to generate from")
-    sources = [_display_path(p) for p in paths]
+        where = project.relative(project.rules_dir)
+        raise GenerateError(f"no rules files (looked for {where}/*.rules); name the files to generate from")
+    sources = [_source_name(project, p) for p in paths]
     modules = _module_names(sources)
-    target = Path(out_dir)
-    display_dir = _display_path(out_dir).rstrip("/")
-    package, root_expr = _package_and_root(target)
-    fingerprint = compute_fingerprint(sources, package, root_expr)
+    target = Path(out_dir) if out_dir is not None else project.out_dir
+    display_dir = _shown(target)
+    package, root_expr = _package_and_root(project, target)
+    fingerprint = compute_fingerprint(project, sources, package, root_expr)
     if writer.is_fresh(target, fingerprint):
         return 0
 
-    outputs = render_outputs(sources, modules, package, root_expr, err)
+    outputs = render_outputs(project, sources, modules, package, root_expr, err)
     if outputs is None:
         return 1
     plan = writer.plan(target, outputs, fingerprint, sources)
@@ -112,15 +116,15 @@ def _generate(rule_paths: list[str], out_dir: str, check: bool, out: TextIO, err
 
 
 def render_outputs(
-    sources: list[str], modules: list[str], package: str, root_expr: str, err: TextIO
+    project: Project, sources: list[str], modules: list[str], package: str, root_expr: str, err: TextIO
 ) -> list[writer.Output] | None:
     """Every output file, formatted, in memory; None (diagnostics printed) if any rules file has errors."""
-    from codegen import render
-    from codegen.diagnostics import render as render_diagnostic
-    from codegen.diagnostics import sort_key
-    from codegen.load import load
+    from stampgen.codegen import render
+    from stampgen.codegen.diagnostics import render as render_diagnostic
+    from stampgen.codegen.diagnostics import sort_key
+    from stampgen.codegen.load import load
 
-    loaded = [load(source) for source in sources]
+    loaded = [load(str(project.root / source), source) for source in sources]
     failed = False
     for item in loaded:
         if not item.ok:
@@ -197,14 +201,9 @@ def format_python(texts: list[str]) -> list[str]:
 # --------------------------------------------------------------------------------------------- names and paths
 
 
-def _display_path(path: str) -> str:
-    """A path as the output names it: relative to the working directory when inside it, with `/`."""
-    p = Path(path)
-    try:
-        rel = p.resolve().relative_to(Path.cwd().resolve())
-        text = rel.as_posix()
-    except ValueError:
-        text = p.as_posix()
+def _source_name(project: Project, path: str) -> str:
+    """A rules file as the output names it: relative to the project root, with `/`."""
+    text = project.relative(path)
     if not _SAFE_PATH.match(text.lstrip("/")) or "\n" in text:
         raise GenerateError(
             f"{path!r}: stampgen names this path in generated code; use letters, digits, `_`, `.`, `-`, `/`"
@@ -212,8 +211,16 @@ def _display_path(path: str) -> str:
     return text
 
 
+def _shown(path: Path) -> str:
+    """A folder as messages name it: relative to the working directory when inside it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.as_posix().rstrip("/")
+
+
 def _module_names(sources: list[str]) -> list[str]:
-    from codegen.model import is_valid_identifier
+    from stampgen.codegen.model import is_valid_identifier
 
     modules = []
     seen: dict[str, str] = {}
@@ -234,19 +241,21 @@ def _module_names(sources: list[str]) -> list[str]:
     return modules
 
 
-def _package_and_root(target: Path) -> tuple[str, str]:
-    """The package generated tests import the module from, and how they find the repository root."""
+def _package_and_root(project: Project, target: Path) -> tuple[str, str]:
+    """The package generated tests import the module from, and how they find the project root (relative
+    to themselves, so that the output does not depend on where it was generated)."""
+    package = project.package_for(target)
+    if package is None:
+        name = target.resolve().name
+        package = name if name.isidentifier() else "generated"
     try:
-        rel = target.resolve().relative_to(Path.cwd().resolve())
+        depth = len(target.resolve().relative_to(project.root).parts)
     except ValueError:
-        rel = None
-    if rel is not None and rel.parts and all(part.isidentifier() for part in rel.parts):
-        return ".".join(rel.parts), f"Path(__file__).resolve().parents[{len(rel.parts)}]"
-    name = target.resolve().name
-    return (name if name.isidentifier() else "generated"), f"Path({str(Path.cwd().resolve())!r})"
+        return package, f"Path({str(project.root)!r})"
+    return package, f"Path(__file__).resolve().parents[{depth}]"
 
 
-def compute_fingerprint(sources: list[str], package: str, root_expr: str) -> str:
+def compute_fingerprint(project: Project, sources: list[str], package: str, root_expr: str) -> str:
     """sha256 of everything the output depends on: rules, templates, generator sources, tool versions."""
     h = hashlib.sha256()
 
@@ -257,7 +266,7 @@ def compute_fingerprint(sources: list[str], package: str, root_expr: str) -> str
     add("format", b"stampgen-generate/1")
     add("package", f"{package}\0{root_expr}".encode())
     for source in sorted(sources):
-        add(f"rules:{source}", _normalized(Path(source)))
+        add(f"rules:{source}", _normalized(project.root / source))
     for template in sorted(p.name for p in (CODEGEN_DIR / "templates").glob("*.jinja")):
         add(f"template:{template}", _normalized(CODEGEN_DIR / "templates" / template))
     root = CODEGEN_DIR.parent

@@ -13,8 +13,8 @@ from typing import Any
 
 import msgspec
 
-from codegen import ir
-from codegen.model import EnumT, IntT, Model, StampInfo, Type, domain
+from stampgen.codegen import ir
+from stampgen.codegen.model import EnumT, IntT, Model, StampInfo, Type, domain
 
 
 class _Unknown:

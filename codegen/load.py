@@ -6,13 +6,12 @@ from pathlib import Path
 
 import msgspec
 
-from codegen.checks import check
-from codegen.diagnostics import Diagnostic, error
-from codegen.ir import Loc
-from codegen.model import Model
-from codegen.parser import parse
-
-DEFAULT_RULES_GLOB = "rules/*.rules"
+from stampgen.codegen.checks import check
+from stampgen.codegen.diagnostics import Diagnostic, error
+from stampgen.codegen.ir import Loc
+from stampgen.codegen.model import Model
+from stampgen.codegen.parser import parse
+from stampgen.codegen.project import Project, find_project
 
 
 class Loaded(msgspec.Struct):
@@ -26,12 +25,13 @@ class Loaded(msgspec.Struct):
         return self.model is not None and not any(d.is_error for d in self.diagnostics)
 
 
-def discover(paths: list[str] | None, root: Path = Path(".")) -> list[str]:
-    """The rules files to work on: the given paths (folders expand to their *.rules), else rules/*.rules."""
+def discover(paths: list[str] | None, project: Project | None = None) -> list[str]:
+    """The rules files to work on: the given paths (folders expand to their *.rules), else the project's
+    rules folder (`rules/*.rules` below the project root), named relative to the working directory when
+    they are inside it."""
     if not paths:
-        return sorted(
-            str(p.relative_to(root)) if root != Path(".") else str(p) for p in root.glob(DEFAULT_RULES_GLOB)
-        )
+        project = project or find_project()
+        return sorted(_from_cwd(p) for p in project.rules_dir.glob("*.rules"))
     found: list[str] = []
     for raw in paths:
         p = Path(raw)
@@ -50,13 +50,22 @@ def load_text(source: str, path: str) -> Loaded:
     return Loaded(path, source, model, diags + check_diags)
 
 
-def load(path: str) -> Loaded:
-    """Parse and check one file; a file that cannot be read is a diagnostic, never a traceback."""
+def _from_cwd(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def load(path: str, name: str | None = None) -> Loaded:
+    """Parse and check one file, named `name` (default: `path`) in every position; a file that cannot be
+    read is a diagnostic, never a traceback."""
+    name = path if name is None else name
     try:
         source = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return Loaded(
-            path, None, None, [error("unreadable", f"cannot read the file: {reason}", Loc(path, 1, 1, 1, 1))]
+            name, None, None, [error("unreadable", f"cannot read the file: {reason}", Loc(name, 1, 1, 1, 1))]
         )
-    return load_text(source, path)
+    return load_text(source, name)

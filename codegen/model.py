@@ -11,7 +11,7 @@ from typing import Any, Union
 
 import msgspec
 
-from codegen import ir
+from stampgen.codegen import ir
 
 
 class EnumT(msgspec.Struct, frozen=True, tag="enum"):

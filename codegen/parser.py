@@ -17,8 +17,8 @@ import msgspec
 from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from codegen import ir
-from codegen.diagnostics import Diagnostic, error
+from stampgen.codegen import ir
+from stampgen.codegen.diagnostics import Diagnostic, error
 
 GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "stampgen.lark"
 

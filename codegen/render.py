@@ -22,9 +22,9 @@ from typing import Any
 
 import jinja2
 
-from codegen import interpreter, ir
-from codegen.diagnostics import Diagnostic, error
-from codegen.domains import (
+from stampgen.codegen import interpreter, ir
+from stampgen.codegen.diagnostics import Diagnostic, error
+from stampgen.codegen.domains import (
     SAMPLE_ROWS,
     SAMPLE_SEED,
     DecisionTable,
@@ -36,7 +36,7 @@ from codegen.domains import (
     stamping_domain,
     validate_domain,
 )
-from codegen.model import (
+from stampgen.codegen.model import (
     LAUNCH,
     PROCESS,
     BoolT,
@@ -49,7 +49,7 @@ from codegen.model import (
     ValidateInfo,
     domain,
 )
-from codegen.naming import camel_case, snake_case
+from stampgen.codegen.naming import camel_case, snake_case
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 MODULE_TEMPLATE = "module.py.jinja"

@@ -15,9 +15,9 @@ from typing import Any
 
 import msgspec
 
-from codegen import domains
-from codegen import interpreter as interp
-from codegen.model import Model, StampInfo
+from stampgen.codegen import domains
+from stampgen.codegen import interpreter as interp
+from stampgen.codegen.model import Model, StampInfo
 
 OTHER = "other"
 ANY = "*"

@@ -1504,7 +1504,7 @@ class ParityReport(msgspec.Struct, frozen=True):
     offenders: tuple[str, ...]
 
 
-DRAFT_HOOKS_REGISTRY = "kernels.runtime.models:ARCHS"
+DRAFT_HOOKS_REGISTRY = "stampgen.kernels.runtime.models:ARCHS"
 DRAFT_HOOKS_AT_LEAST = 11
 DRAFT_HOOKS_SOURCE = "rules/linear_attn.rules:258:1"
 _DRAFT_HOOKS_DRAFT = re.compile("(NextN|MTP|DSpark|DFlash|Standalone)$")

@@ -1,7 +1,7 @@
 """The linear-attention consumers: built once per runner, after the runner is stamped.
 
 ``rules/linear_attn.rules`` names the guarded ones (``guard GDNAttnBackend, KDAAttnBackend,
-AscendGDNAttnBackend from "kernels.backends" reads LinearAttnBackends``). Each of those, in ``__init__``:
+AscendGDNAttnBackend from "stampgen.kernels.backends" reads LinearAttnBackends``). Each of those, in ``__init__``:
 
 1. reads the stamp only through the generated ``require_linear_attn_backends(runner)``: a runner without
    a stamp raises (an ``AttributeError``) instead of getting a default — there is no silent Triton;
@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from generated.linear_attn import (
+from stampgen.generated.linear_attn import (
     RULES_SOURCE,
     LinearAttnBackends,
     Platform,
@@ -29,8 +29,8 @@ from generated.linear_attn import (
     validate_kda_attn_backend,
     validate_lightning_attention_backend,
 )
-from kernels import gdn
-from kernels._validation import KernelUnavailableError
+from stampgen.kernels import gdn
+from stampgen.kernels._validation import KernelUnavailableError
 
 __all__ = [
     "PHASES",

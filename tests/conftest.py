@@ -10,7 +10,7 @@ import pytest
 
 
 def _run_stampgen(*argv: str) -> tuple[int, str, str]:
-    from codegen.cli import main
+    from stampgen.codegen.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     status = main(list(argv), out=out, err=err)
@@ -26,6 +26,6 @@ def stampgen():
 @pytest.fixture(scope="session")
 def meaning():
     """`meaning(ir)`: the IR as plain data without positions or path, to compare what two texts say."""
-    from codegen.ir import without_positions
+    from stampgen.codegen.ir import without_positions
 
     return without_positions

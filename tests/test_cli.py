@@ -22,7 +22,9 @@ def in_repo(monkeypatch):
 
 
 def console(*argv: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    command = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "codegen.cli"]
+    command = (
+        [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "stampgen.codegen.cli"]
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run([*command, *argv], cwd=cwd, capture_output=True, text=True, env=env, timeout=60)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.cli import main
+from stampgen.codegen.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 CASES_DIR = REPO / "tests" / "diagnostics"

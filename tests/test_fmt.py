@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen.fmt import format_rules
-from codegen.parser import parse
+from stampgen.codegen.fmt import format_rules
+from stampgen.codegen.parser import parse
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = (REPO / "rules" / "linear_attn.rules").read_text(encoding="utf-8")

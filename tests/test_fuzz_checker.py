@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from codegen.cli import main
+from stampgen.codegen.cli import main
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = (REPO / "rules" / "linear_attn.rules").read_text(encoding="utf-8")

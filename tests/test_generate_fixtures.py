@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from codegen.generate import run_generate
+from stampgen.codegen.generate import run_generate
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"

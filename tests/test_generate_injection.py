@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from codegen import ir
-from codegen.generate import run_generate
-from codegen.load import load
+from stampgen.codegen import ir
+from stampgen.codegen.generate import run_generate
+from stampgen.codegen.load import load
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "injection.rules"

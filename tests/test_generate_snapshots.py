@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from codegen import render
-from codegen.generate import render_outputs
-from codegen.load import load
+from stampgen.codegen import render
+from stampgen.codegen.generate import render_outputs
+from stampgen.codegen.load import load
+from stampgen.codegen.project import find_project
 from tests.snapshot import assert_match
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,7 +30,12 @@ def in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_generated_output_of_fixture(snapshot: object, in_repo: None, name: str) -> None:
     err = io.StringIO()
     outputs = render_outputs(
-        [f"tests/fixtures/{name}.rules"], [name], "generated", "Path(__file__).resolve().parents[1]", err
+        find_project(REPO),
+        [f"tests/fixtures/{name}.rules"],
+        [name],
+        "generated",
+        "Path(__file__).resolve().parents[1]",
+        err,
     )
     assert outputs is not None, err.getvalue()
     for output in outputs:

@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 import pytest
 
-from generated import linear_attn as la
+from stampgen.generated import linear_attn as la
 
 RULES = "rules/linear_attn.rules"
 
@@ -97,7 +97,7 @@ def test_the_module_names_its_rules_and_exports_the_contract() -> None:
         assert name in la.__all__, name
         assert hasattr(la, name), name
     assert la.__all__ == sorted(la.__all__)
-    assert la.DRAFT_HOOKS_REGISTRY == "kernels.runtime.models:ARCHS"
+    assert la.DRAFT_HOOKS_REGISTRY == "stampgen.kernels.runtime.models:ARCHS"
     assert la.DRAFT_HOOKS_AT_LEAST == 11
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from codegen import interpreter as interp
-from codegen.load import load
-from codegen.model import EnumT
+from stampgen.codegen import interpreter as interp
+from stampgen.codegen.load import load
+from stampgen.codegen.model import EnumT
 
 REPO = Path(__file__).resolve().parent.parent
 LOADED = load(str(REPO / "rules" / "linear_attn.rules"))

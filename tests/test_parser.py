@@ -7,8 +7,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from codegen import ir
-from codegen.parser import parse
+from stampgen.codegen import ir
+from stampgen.codegen.parser import parse
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED_PATH = REPO / "rules" / "linear_attn.rules"
@@ -184,7 +184,7 @@ def test_comments_anywhere_do_not_change_the_ir(meaning):
 
 def test_a_parity_declaration_collects_its_clauses():
     text = (
-        'parity p over "kernels.models:ARCHS" {\n'
+        'parity p over "stampgen.kernels.models:ARCHS" {\n'
         "    draft /(NextN|MTP)$/\n"
         '    target base | base "ForCausalLM"\n'
         "    exclude A, B\n"
@@ -193,7 +193,7 @@ def test_a_parity_declaration_collects_its_clauses():
         "}\n"
     )
     parity = parse_ok(text).decls[0]
-    assert parity.registry == "kernels.models:ARCHS"
+    assert parity.registry == "stampgen.kernels.models:ARCHS"
     assert parity.draft == "(NextN|MTP)$"
     assert parity.targets == ("", "ForCausalLM")
     assert [n.value for n in parity.exclude] == ["A", "B"]
@@ -203,9 +203,9 @@ def test_a_parity_declaration_collects_its_clauses():
 
 
 def test_a_guard_names_its_consumers_module_and_stamp():
-    guard = parse_ok('guard A, B from "kernels.backends" reads S\n').decls[0]
+    guard = parse_ok('guard A, B from "stampgen.kernels.backends" reads S\n').decls[0]
     assert [c.value for c in guard.consumers] == ["A", "B"]
-    assert (guard.module, guard.stamp.value) == ("kernels.backends", "S")
+    assert (guard.module, guard.stamp.value) == ("stampgen.kernels.backends", "S")
 
 
 def test_the_ir_serialises_to_json_with_node_tags():

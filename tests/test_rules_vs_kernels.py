@@ -21,16 +21,16 @@ from functools import cache
 import pytest
 import torch
 
-from generated.linear_attn import (
+from stampgen.generated.linear_attn import (
     LaunchFacts,
     LinearAttnKernelBackend,
     RuleViolationError,
     validate_gdn_attn_backend,
 )
-from kernels import gdn
-from kernels._validation import KernelUnavailableError
-from kernels.backends import PHASES, GDNAttnBackend
-from kernels.runtime import (
+from stampgen.kernels import gdn
+from stampgen.kernels._validation import KernelUnavailableError
+from stampgen.kernels.backends import PHASES, GDNAttnBackend
+from stampgen.kernels.runtime import (
     ARCHS,
     MambaConfig,
     ModelRunner,

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from generated.linear_attn import ModelFamily, check_draft_hooks
-from kernels.runtime.models import ARCHS, EntryClass, resolve_model_cls
+from stampgen.generated.linear_attn import ModelFamily, check_draft_hooks
+from stampgen.kernels.runtime.models import ARCHS, EntryClass, resolve_model_cls
 
 HOOK = "shared_experts_fusion_disable_reason"
 

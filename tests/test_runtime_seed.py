@@ -12,22 +12,22 @@ import threading
 import msgspec
 import pytest
 
-from codegen.load import load
-from generated.linear_attn import (
+from stampgen.codegen.load import load
+from stampgen.generated.linear_attn import (
     LaunchFacts,
     LinearAttnBackends,
     RuleViolationError,
     gdn_flashinfer_prefill,
     resolve_linear_attn_backends,
 )
-from kernels._validation import KernelUnavailableError
-from kernels.backends import (
+from stampgen.kernels._validation import KernelUnavailableError
+from stampgen.kernels.backends import (
     AscendGDNAttnBackend,
     GDNAttnBackend,
     KDAAttnBackend,
     LightningAttentionBackend,
 )
-from kernels.runtime import (
+from stampgen.kernels.runtime import (
     ARCHS,
     LaunchError,
     MambaConfig,

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from codegen import interpreter as interp
-from codegen.load import load
+from stampgen.codegen import interpreter as interp
+from stampgen.codegen.load import load
 
 REPO = Path(__file__).resolve().parent.parent
 SHIPPED = (REPO / "rules" / "linear_attn.rules").read_text(encoding="utf-8")

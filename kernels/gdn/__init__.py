@@ -33,7 +33,7 @@ import os
 
 import torch
 
-from kernels._validation import GATE_DIMS_GDN, KernelUnavailableError, validate_linear_attn_args
+from stampgen.kernels._validation import GATE_DIMS_GDN, KernelUnavailableError, validate_linear_attn_args
 
 __all__ = [
     "BACKENDS",

@@ -881,7 +881,7 @@ def launch_config(
     slots = _PROGRAMS_PER_SM * _SM_COUNT_HINT
     segments = max(1, slots // tiles)
     seg_chunks = max(4, triton.cdiv(triton.cdiv(num_tokens, CHUNK), segments))
-    from kernels.gdn import chunk_gluon  # imported here: where Gluon applies
+    from stampgen.kernels.gdn import chunk_gluon  # imported here: where Gluon applies
 
     gluon = chunk_gluon.programs(num_v_heads, v_dim, num_seqs) < _SM_COUNT_HINT
     return LaunchConfig(
@@ -914,7 +914,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
 def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
     """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true): one after the other,
     or (``gluon_overlap``) side by side, the intra launch on a second stream flagging each chunk."""
-    from kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
+    from stampgen.kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
 
     N = state_indices.shape[0]
     if not (config.gluon_overlap and chunk_gluon.leaves_an_sm_free(v, N)):
@@ -949,7 +949,7 @@ def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
     """Whether this call's state pass is ``chunk_gluon``'s (asked for, and it applies here)."""
     if not config.gluon_state or _INTERPRET:
         return False
-    from kernels.gdn import chunk_gluon
+    from stampgen.kernels.gdn import chunk_gluon
 
     return chunk_gluon.supported(q, k, v)
 
@@ -1020,7 +1020,7 @@ def _launch_intra(
             *args, state_indices, **_intra_meta(k, HV, state_indices, config, SCHEDULE_ONLY=True)
         )
     if gluon:
-        from kernels.gdn import chunk_intra_gluon
+        from stampgen.kernels.gdn import chunk_intra_gluon
 
         chunk_intra_gluon.launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents)
         return tbeta, gates, table
@@ -1037,7 +1037,7 @@ def _gluon_intra(k: torch.Tensor, config: LaunchConfig) -> bool:
     """Whether this call's intra launch is ``chunk_intra_gluon``'s (asked for, and it applies here)."""
     if not config.gluon_intra or _INTERPRET:
         return False
-    from kernels.gdn import chunk_intra_gluon
+    from stampgen.kernels.gdn import chunk_intra_gluon
 
     return chunk_intra_gluon.supported(k)
 

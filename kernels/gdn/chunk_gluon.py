@@ -72,7 +72,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from kernels.gdn import chunk
+from stampgen.kernels.gdn import chunk
 
 CHUNK = 64
 # 128 programs per sequence at HV = 32, V = 128 (64: spills; 16: 256 programs, two per SM, but 20–25%

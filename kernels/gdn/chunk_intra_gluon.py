@@ -48,7 +48,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
 )
 
-from kernels.gdn import chunk_gluon
+from stampgen.kernels.gdn import chunk_gluon
 
 CHUNK = chunk_gluon.CHUNK
 _LOG2E = gl.constexpr(1.4426950408889634)

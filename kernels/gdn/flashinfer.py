@@ -54,7 +54,7 @@ import os
 
 import torch
 
-from kernels._validation import KernelUnavailableError
+from stampgen.kernels._validation import KernelUnavailableError
 
 try:
     import triton

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels import gdn
+from stampgen.kernels import gdn
 
 __all__ = ["gdn_decode", "gdn_prefill", "gdn_verify"]
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernels.runtime.config import LaunchError, MambaConfig, ProcessConfig, ServerConfig, launch
-from kernels.runtime.models import ARCHS, resolve_model_cls
+from stampgen.kernels.runtime.config import LaunchError, MambaConfig, ProcessConfig, ServerConfig, launch
+from stampgen.kernels.runtime.models import ARCHS, resolve_model_cls
 
 __all__ = [
     "ARCHS",
@@ -36,7 +36,7 @@ _RUNNER_NAMES = ("ModelRunner", "StampConflictError", "attn_backend_wrapper", "r
 
 def __getattr__(name: str) -> Any:
     if name in _RUNNER_NAMES:
-        from kernels.runtime import runner
+        from stampgen.kernels.runtime import runner
 
         return getattr(runner, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

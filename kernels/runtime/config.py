@@ -152,7 +152,7 @@ def launch(process_config: ProcessConfig, launch_facts: Any) -> dict[str, dict[s
     (``{namespace: {leaf: value}}``, only the leaves that changed). A rule violation raises the generated
     ``RuleViolationError`` (a ``ValueError`` naming the rules line) and leaves the configuration unlaunched.
     """
-    from generated.linear_attn import normalize_linear_attn
+    from stampgen.generated.linear_attn import normalize_linear_attn
 
     if process_config.launched:
         raise LaunchError("this process configuration was already launched")

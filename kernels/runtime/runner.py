@@ -17,15 +17,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from generated.linear_attn import (
+from stampgen.generated.linear_attn import (
     LinearAttnBackends,
     ModelFamily,
     Platform,
     RunnerFacts,
     stamp_linear_attn_backends,
 )
-from kernels.runtime.config import ProcessConfig
-from kernels.runtime.models import EntryClass
+from stampgen.kernels.runtime.config import ProcessConfig
+from stampgen.kernels.runtime.models import EntryClass
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def attn_backend_wrapper(runner: ModelRunner) -> Any:
     layers read no linear-attention stamp (Mamba2 picks its kernel from ``mamba_backend``; ``other`` has no
     linear-attention layers). Every runner is stamped, whatever its family.
     """
-    from kernels.backends import (
+    from stampgen.kernels.backends import (
         AscendGDNAttnBackend,
         GDNAttnBackend,
         KDAAttnBackend,
@@ -141,7 +141,7 @@ def attn_backend_wrapper(runner: ModelRunner) -> Any:
     if not config.launched:
         raise RuntimeError(
             f"runner {runner.name!r}: the process configuration was not launched; call "
-            "kernels.runtime.launch(process_config, launch_facts) once, before building any runner"
+            "stampgen.kernels.runtime.launch(process_config, launch_facts) once, before building any runner"
         )
     stamp = stamp_linear_attn_backends(
         runner, mamba=config.mamba, server=config.server, runner_facts=runner.runner_facts

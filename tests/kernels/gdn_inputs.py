@@ -149,7 +149,7 @@ def assert_prefill_replay_matches_eager(inputs: dict, fresh: dict) -> None:
     """Capture ``gdn.prefill(**inputs, backend="triton")`` in a CUDA graph, put ``fresh``'s q, k, v, g and
     beta into the captured buffers and the pool back as it was, replay: the replay's output and pool
     must equal an eager call's on the same values, bit for bit."""
-    from kernels import gdn
+    from stampgen.kernels import gdn
 
     pool0 = inputs["state_pool"].clone()
     graph, o_graph = capture_cuda_graph(lambda: gdn.prefill(**inputs, backend="triton"))

@@ -11,8 +11,8 @@ import pytest
 import torch
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse
 
-from kernels import gdn
-from kernels.gdn import chunk
+from stampgen.kernels import gdn
+from stampgen.kernels.gdn import chunk
 
 FP32_BOUND = 1e-5
 FP16_BOUND = 2e-3
@@ -294,7 +294,7 @@ def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(
     # n >= N. Padding slots still get rows (the passes skip them by their slot). With the Gluon intra
     # launch (a GPU's; stood in for here, it writes no schedule) a launch of the Triton kernel that
     # writes the schedule alone comes first.
-    from kernels.gdn import chunk_intra_gluon
+    from stampgen.kernels.gdn import chunk_intra_gluon
 
     gluon_launches = []
     monkeypatch.setattr(chunk, "_gluon_intra", lambda k, config: gluon_intra)

@@ -14,8 +14,8 @@ import pytest
 import torch
 from gdn_inputs import assert_prefill_replay_matches_eager, clone_inputs, make_inputs, rel_rmse
 
-from kernels import gdn
-from kernels.gdn import chunk
+from stampgen.kernels import gdn
+from stampgen.kernels.gdn import chunk
 
 pytestmark = [
     pytest.mark.gpu,
@@ -37,7 +37,7 @@ class GluonSwitch:
     """Turns the Gluon state pass on for ``gdn.prefill`` (``on()``) and counts its launches."""
 
     def __init__(self, monkeypatch):
-        from kernels.gdn import chunk_gluon, chunk_intra_gluon
+        from stampgen.kernels.gdn import chunk_gluon, chunk_intra_gluon
 
         self.calls = []  # state passes
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch

@@ -9,8 +9,8 @@ import pytest
 import torch
 from gdn_inputs import assert_prefill_replay_matches_eager, clone_inputs, make_inputs, rel_rmse
 
-from kernels import gdn
-from kernels.gdn import chunk
+from stampgen.kernels import gdn
+from stampgen.kernels.gdn import chunk
 
 pytestmark = pytest.mark.gpu
 

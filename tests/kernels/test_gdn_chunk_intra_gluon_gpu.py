@@ -10,7 +10,7 @@ import pytest
 import torch
 from gdn_inputs import make_inputs, rel_rmse
 
-from kernels.gdn import chunk
+from stampgen.kernels.gdn import chunk
 
 pytestmark = [
     pytest.mark.gpu,
@@ -33,7 +33,7 @@ CASES = {
 
 def _launch_both(inputs):
     """(Triton Tβ, gates), (Gluon Tβ, gates) on the same bf16 keys."""
-    from kernels.gdn import chunk_intra_gluon
+    from stampgen.kernels.gdn import chunk_intra_gluon
 
     k = inputs["k"].to(torch.bfloat16)
     args = (k, inputs["g"], inputs["beta"], inputs["state_indices"], inputs["cu_seqlens"])

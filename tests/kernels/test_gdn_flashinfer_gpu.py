@@ -14,9 +14,9 @@ import pytest
 import torch
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse
 
-import kernels.gdn.flashinfer as fi_backend
-from kernels import gdn
-from kernels._validation import KernelUnavailableError
+import stampgen.kernels.gdn.flashinfer as fi_backend
+from stampgen.kernels import gdn
+from stampgen.kernels._validation import KernelUnavailableError
 
 QWEN3_NEXT = dict(H=16, HV=32, K=128, V=128)
 BF16_BOUND = 5e-3
@@ -207,7 +207,7 @@ def test_prefill_matches_the_torch_reference(flashinfer_gpu, seqlens, pad):
 
 @pytest.mark.gpu
 def test_decode_and_verify_through_the_ops_capture_in_a_cuda_graph(flashinfer_gpu):
-    import kernels.gdn.library  # noqa: F401
+    import stampgen.kernels.gdn.library  # noqa: F401
 
     decode_in = _qwen_inputs("decode", N=8, seed=4, pad=2)
     verify_in = _qwen_inputs("verify", N=8, seed=5, D=4, pad=2)

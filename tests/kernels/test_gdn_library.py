@@ -5,8 +5,8 @@ import pytest
 import torch
 from gdn_inputs import capture_cuda_graph, clone_inputs, make_inputs
 
-import kernels.gdn.library  # noqa: F401  (registers torch.ops.stampgen.gdn_*)
-from kernels import gdn
+import stampgen.kernels.gdn.library  # noqa: F401  (registers torch.ops.stampgen.gdn_*)
+from stampgen.kernels import gdn
 
 SMALL = dict(N=3, H=1, HV=2, K=8, V=8)
 # What each phase writes besides its output.

@@ -8,7 +8,7 @@ import pytest
 import torch
 from gdn_inputs import capture_cuda_graph, clone_inputs, make_inputs, rel_rmse
 
-from kernels import gdn
+from stampgen.kernels import gdn
 
 pytestmark = pytest.mark.gpu
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse
 
-from kernels import gdn
+from stampgen.kernels import gdn
 
 SHAPE = dict(H=2, HV=4, K=16, V=8)  # K != V catches a transposed state
 FP32_BOUND = 1e-5

@@ -10,7 +10,7 @@ import pytest
 import torch
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse
 
-from kernels import gdn
+from stampgen.kernels import gdn
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FP32_BOUND = 1e-5

@@ -4,9 +4,9 @@ import pytest
 import torch
 from gdn_inputs import make_inputs
 
-import kernels._validation as validation
-from kernels import gdn
-from kernels._validation import (
+import stampgen.kernels._validation as validation
+from stampgen.kernels import gdn
+from stampgen.kernels._validation import (
     GATE_DIMS_KDA,
     GATE_DIMS_LIGHTNING,
     KernelUnavailableError,

@@ -683,8 +683,18 @@ from typing import Any
 import msgspec
 import pytest
 
-from codegen.interpreter import config_env, eval_expr, resolve_stamp, run_launch, run_validate, slot_values
-from codegen.load import load_text
+# isort: split
+from stampgen.codegen.interpreter import (
+    config_env,
+    eval_expr,
+    resolve_stamp,
+    run_launch,
+    run_validate,
+    slot_values,
+)
+from stampgen.codegen.load import load_text
+
+# isort: split
 from generated import edges
 
 RULES = "tests/fixtures/edges.rules"
@@ -2275,8 +2285,18 @@ from typing import Any
 import msgspec
 import pytest
 
-from codegen.interpreter import config_env, eval_expr, resolve_stamp, run_launch, run_validate, slot_values
-from codegen.load import load_text
+# isort: split
+from stampgen.codegen.interpreter import (
+    config_env,
+    eval_expr,
+    resolve_stamp,
+    run_launch,
+    run_validate,
+    slot_values,
+)
+from stampgen.codegen.load import load_text
+
+# isort: split
 from generated import everything
 
 RULES = "tests/fixtures/everything.rules"
@@ -4252,8 +4272,18 @@ from typing import Any
 import msgspec
 import pytest
 
-from codegen.interpreter import config_env, eval_expr, resolve_stamp, run_launch, run_validate, slot_values
-from codegen.load import load_text
+# isort: split
+from stampgen.codegen.interpreter import (
+    config_env,
+    eval_expr,
+    resolve_stamp,
+    run_launch,
+    run_validate,
+    slot_values,
+)
+from stampgen.codegen.load import load_text
+
+# isort: split
 from generated import injection
 
 RULES = "tests/fixtures/injection.rules"
@@ -4934,8 +4964,11 @@ from typing import Any
 
 import pytest
 
-from codegen.interpreter import config_env, resolve_stamp, slot_values
-from codegen.load import load_text
+# isort: split
+from stampgen.codegen.interpreter import config_env, resolve_stamp, slot_values
+from stampgen.codegen.load import load_text
+
+# isort: split
 from generated import minimal
 
 RULES = "tests/fixtures/minimal.rules"
