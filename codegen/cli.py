@@ -1,7 +1,13 @@
 """The `stampgen` command line: check, generate, fmt, explain, table, diff.
 
-Exit codes scripts can trust: 0 ok, 1 findings (errors, stale output, changes), 2 usage errors. Bad input
-never prints a Python traceback.
+Exit codes scripts can trust: 0 ok; 1 findings only (errors in rules files, stale output, unformatted
+files, behaviour changes, a violation in `explain`); 2 every usage or environment error (bad arguments, a
+path that cannot be read, an unknown stamp, a table too large, no rules files, a bad project config, the
+formatter missing or unsupported, an output folder problem, git failing; an internal error too); 130 when
+interrupted. Nothing a user does prints a Python traceback (STAMPGEN_DEBUG=1 shows one for internal errors).
+
+Quiet on success: `check` prints nothing; `generate` and `fmt` print one summary line, which `--quiet`
+drops. Errors are never dropped.
 """
 
 from __future__ import annotations
@@ -9,23 +15,53 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
+import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from stampgen.codegen import explain as explain_mod
-from stampgen.codegen import table as table_mod
-from stampgen.codegen.diagnostics import render
-from stampgen.codegen.fmt import format_rules, same_meaning
-from stampgen.codegen.load import Loaded, discover, load, load_text
-from stampgen.codegen.parser import parse
+# The rest of stampgen is imported where it is used, so that importing it happens inside main()'s
+# handlers: a Ctrl-C or an error while importing ends in one line like anywhere else in a command.
+if TYPE_CHECKING:
+    from stampgen.codegen.load import Loaded
+    from stampgen.codegen.model import Model
 
-EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+DEBUG_ENV = "STAMPGEN_DEBUG"
 
 
 class UsageError(Exception):
+    """A usage or environment error: reported as `stampgen COMMAND: error: MESSAGE`, exit 2."""
+
+
+class _Exit(Exception):
+    """Stop the command with this status; what the user needs to know has been printed already."""
+
+    def __init__(self, status: int):
+        super().__init__(status)
+        self.status = status
+
+
+class _ShowVersion(Exception):
     pass
+
+
+class _VersionAction(argparse.Action):
+    """`--version` answers before argparse asks for a command (argparse's own prints to sys.stdout)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object):
+        super().__init__(
+            option_strings,
+            dest=argparse.SUPPRESS,
+            default=argparse.SUPPRESS,
+            nargs=0,
+            help="print the version",
+        )
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        raise _ShowVersion()
 
 
 class _ArgError(Exception):
@@ -40,20 +76,40 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _print_diagnostics(loaded: Loaded, err: TextIO) -> None:
+    from stampgen.codegen.diagnostics import render
+
     for diag in loaded.diagnostics:
         print(render(diag, loaded.source), file=err)
 
 
-def _discover(paths: list[str] | None) -> list[str]:
+def _discover(paths: list[str] | None, err: TextIO) -> list[str]:
+    """The rules files a command works on, each one readable (exit 2 otherwise, before reading any)."""
+    from stampgen.codegen.load import discover
+    from stampgen.codegen.project import find_project
+
     files = discover(paths)
     if not files:
-        where = ", ".join(paths) if paths else "rules/*.rules"
+        where = ", ".join(paths) if paths else f"{os.path.relpath(find_project().rules_dir)}/*.rules"
         raise UsageError(f"no .rules files found (looked in {where})")
+    _require_readable(files, err)
     return files
 
 
+def _require_readable(files: list[str], err: TextIO) -> None:
+    from stampgen.codegen.diagnostics import render
+    from stampgen.codegen.load import unreadable
+
+    missing = unreadable(files)
+    for diag in missing:
+        print(render(diag, None), file=err)
+    if missing:
+        raise _Exit(EXIT_USAGE)
+
+
 def _load_all(paths: list[str] | None, err: TextIO) -> list[Loaded]:
-    return [load(p) for p in _discover(paths)]
+    from stampgen.codegen.load import load
+
+    return [load(p) for p in _discover(paths, err)]
 
 
 # --------------------------------------------------------------------------------------------- commands
@@ -89,7 +145,7 @@ def cmd_check(args, out: TextIO, err: TextIO) -> int:
     else:
         for item in loaded:
             _print_diagnostics(item, err)
-        if diags:
+        if diags and not (args.quiet and not errors):  # the count is a summary when all are warnings
             print(f"{errors} error(s), {len(diags) - errors} warning(s) in {len(loaded)} file(s)", file=err)
     return EXIT_FINDINGS if errors else EXIT_OK
 
@@ -97,65 +153,81 @@ def cmd_check(args, out: TextIO, err: TextIO) -> int:
 def cmd_generate(args, out: TextIO, err: TextIO) -> int:
     from stampgen.codegen.generate import run_generate
 
-    files = _discover(args.paths)
-    return run_generate(files, args.out, args.check, out=out, err=err)
+    files = _discover(args.paths, err)
+    return run_generate(files, args.out, args.check, out=out, err=err, quiet=args.quiet)
 
 
 def cmd_fmt(args, out: TextIO, err: TextIO) -> int:
-    files = _discover(args.paths)
+    from stampgen.codegen.fmt import format_rules, same_meaning
+    from stampgen.codegen.load import load
+    from stampgen.codegen.parser import parse
+
+    files = _discover(args.paths, err)
     status = EXIT_OK
+    formatted_count = 0
     for path in files:
         loaded = load(path)
-        before = parse(loaded.source, path)[0] if loaded.source is not None else None
-        if before is None:  # unreadable or not parseable: nothing to hold the formatted text against
+        source = loaded.source
+        before = parse(source, path)[0] if source is not None else None
+        if source is None or before is None:  # not text or not parseable: nothing to hold the result against
             _print_diagnostics(loaded, err)
             print(f"{path}: not formatted: fix the errors above first", file=err)
-            status = EXIT_FINDINGS
+            status = max(status, EXIT_FINDINGS)
             continue
-        formatted = format_rules(loaded.source)
-        if formatted == loaded.source:
+        formatted = format_rules(source)
+        if formatted == source:
             continue
         if not same_meaning(before, parse(formatted, path)[0]):  # never write a text that means otherwise
             print(f"{path}: not formatted: the formatter would change its meaning (a stampgen bug)", file=err)
-            status = EXIT_FINDINGS
+            status = EXIT_USAGE  # not a finding in the file: exit 2, as for any internal error
             continue
         if args.check:
             diff = difflib.unified_diff(
-                loaded.source.splitlines(keepends=True),
+                source.splitlines(keepends=True),
                 formatted.splitlines(keepends=True),
                 f"{path} (current)",
                 f"{path} (formatted)",
             )
             out.writelines(diff)
-            status = EXIT_FINDINGS
+            status = max(status, EXIT_FINDINGS)
         else:
-            tmp = Path(path).with_name(f".{Path(path).name}.fmt.tmp")
-            tmp.write_text(formatted, encoding="utf-8")
-            tmp.replace(path)
-            print(f"formatted {path}", file=err)
+            _replace_text(Path(path), formatted)
+            formatted_count += 1
+    if formatted_count and not args.quiet:
+        print(f"{formatted_count} file(s) formatted", file=err)
     return status
 
 
-def _model_with_stamp(args, err: TextIO):
-    loaded = _load_all(args.paths or None, err)
-    for item in loaded:
-        if not item.ok:
+def _replace_text(path: Path, text: str) -> None:
+    """Write `text` over `path` atomically, leaving no temporary file behind on failure."""
+    tmp = path.with_name(f".{path.name}.fmt.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"{path}: cannot write the formatted file: {exc.strerror or exc}") from None
+
+
+def _model_with_stamp(args, err: TextIO) -> Model:
+    models: list[Model] = []
+    for item in _load_all(args.paths or None, err):
+        if item.model is None or not item.ok:
             _print_diagnostics(item, err)
-            raise _Findings()
+            raise _Exit(EXIT_FINDINGS)
         if args.stamp in item.model.stamps:
             return item.model
-    known = sorted(s for item in loaded for s in item.model.stamps)
+        models.append(item.model)
+    known = sorted(s for model in models for s in model.stamps)
     from stampgen.codegen.diagnostics import did_you_mean
 
     hint = did_you_mean(args.stamp, known)
     raise UsageError(f"no stamp {args.stamp!r}" + (f"; {hint}" if hint else f" (stamps: {', '.join(known)})"))
 
 
-class _Findings(Exception):
-    pass
-
-
 def cmd_explain(args, out: TextIO, err: TextIO) -> int:
+    from stampgen.codegen import explain as explain_mod
+
     model = _model_with_stamp(args, err)
     stamp = model.stamps[args.stamp]
     notes: list[str] = []
@@ -172,12 +244,14 @@ def cmd_explain(args, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_table(args, out: TextIO, err: TextIO) -> int:
+    from stampgen.codegen import table as table_mod
+
     model = _model_with_stamp(args, err)
     try:
         tables = table_mod.stamp_tables(model, args.stamp)
     except table_mod.TableTooLarge as exc:
-        print(f"stampgen table: the decision table is too large to enumerate ({exc})", file=err)
-        return EXIT_FINDINGS
+        print(f"stampgen table: error: the decision table is too large to enumerate ({exc})", file=err)
+        return EXIT_USAGE
     if args.format == "json":
         body = (
             table_mod.to_json(tables[0])
@@ -194,35 +268,48 @@ def cmd_table(args, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _git(*argv: str) -> str:
-    result = subprocess.run(["git", *argv], capture_output=True, text=True)
+def _git(root: Path, *argv: str) -> str:
+    try:
+        result = subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True)
+    except OSError as exc:
+        raise UsageError(f"cannot run git: {exc.strerror or exc}") from None
     if result.returncode != 0:
         raise UsageError(f"git {' '.join(argv)}: {result.stderr.strip() or 'failed'}")
     return result.stdout
 
 
 def _models_at(rev: str | None, err: TextIO) -> dict[str, Loaded]:
-    """Every rules file at a git revision (None = the working tree), or one .rules file given by path."""
+    """Every rules file at a git revision (None = the working tree), or one .rules file given by path;
+    keyed by their names relative to the project root, so that both sides of a diff agree from any
+    subfolder."""
+    from stampgen.codegen.load import discover, load, load_text
+    from stampgen.codegen.project import find_project
+
     if rev is not None and rev.endswith(".rules"):
-        item = load(rev)
-        return {"rules": item}
+        _require_readable([rev], err)
+        return {"rules": load(rev)}
+    project = find_project()
     if rev is None:
-        return {p: load(p) for p in discover(None)}
-    names = [
-        n for n in _git("ls-tree", "-r", "--name-only", rev, "rules/").splitlines() if n.endswith(".rules")
-    ]
-    return {n: load_text(_git("show", f"{rev}:{n}"), f"{n}@{rev}") for n in names}
+        return {project.relative(p): load(p) for p in discover(None, project)}
+    rules_dir = project.relative(project.rules_dir)
+    listed = _git(project.root, "ls-tree", "-r", "--name-only", rev, "--", f"{rules_dir}/")
+    names = [n for n in listed.splitlines() if n.endswith(".rules")]  # relative to the root (git -C)
+    # `REV:./PATH` is relative to `-C`'s folder, which need not be the top of the git repository
+    return {n: load_text(_git(project.root, "show", f"{rev}:./{n}"), f"{n}@{rev}") for n in names}
 
 
 def cmd_diff(args, out: TextIO, err: TextIO) -> int:
+    from stampgen.codegen import table as table_mod
+    from stampgen.codegen.project import find_project
+
     base, head = args.base, args.head
     if base is None:
-        base = _git("merge-base", "main", "HEAD").strip()
+        base = _git(find_project().root, "merge-base", "main", "HEAD").strip()
     old, new = _models_at(base, err), _models_at(head, err)
     for item in (*old.values(), *new.values()):
         if not item.ok:
             _print_diagnostics(item, err)
-            raise _Findings()
+            raise _Exit(EXIT_FINDINGS)
     changes = []
     for name in sorted(set(old) | set(new)):
         a = old.get(name)
@@ -230,7 +317,7 @@ def cmd_diff(args, out: TextIO, err: TextIO) -> int:
         try:
             changes += table_mod.diff_models(a.model if a else None, b.model if b else None)
         except table_mod.TableTooLarge as exc:
-            print(f"stampgen diff: the decision table is too large to enumerate ({exc})", file=err)
+            print(f"stampgen diff: error: the decision table is too large to enumerate ({exc})", file=err)
             return EXIT_USAGE
     if args.format == "json":
         import msgspec
@@ -250,9 +337,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="stampgen", description="Kernel-selection rules → frozen stamps, resolvers, guards, tests."
     )
+    parser.add_argument("--version", action=_VersionAction)
+    parser.add_argument("-q", "--quiet", action="store_true", help="no summary line on success")
+    # -q after the command too; SUPPRESS keeps a `stampgen -q CMD` from being reset by the subcommand's default
+    common = _Parser(add_help=False)
+    common.add_argument(
+        "-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no summary line on success"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("check", help="parse and validate .rules files")
+    p = sub.add_parser("check", help="parse and validate .rules files", parents=[common])
     p.add_argument("paths", nargs="*")
     p.add_argument(
         "--format",
@@ -262,20 +356,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=cmd_check)
 
-    p = sub.add_parser("generate", help="write generated/ from the rules")
+    p = sub.add_parser("generate", help="write generated/ from the rules", parents=[common])
     p.add_argument("paths", nargs="*")
     p.add_argument("--check", action="store_true", help="write nothing; print a diff and exit 1 when stale")
     p.add_argument("--out", default=None, help="output folder (default: the project's, generated/)")
     p.set_defaults(run=cmd_generate)
 
-    p = sub.add_parser("fmt", help="canonical layout of .rules files")
+    p = sub.add_parser("fmt", help="canonical layout of .rules files", parents=[common])
     p.add_argument("paths", nargs="*")
     p.add_argument(
         "--check", action="store_true", help="write nothing; print a diff and exit 1 if not formatted"
     )
     p.set_defaults(run=cmd_fmt)
 
-    p = sub.add_parser("explain", help="resolve one stamp for given inputs and say why")
+    p = sub.add_parser("explain", help="resolve one stamp for given inputs and say why", parents=[common])
     p.add_argument("stamp")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="a config leaf, slot or fact")
     p.add_argument("--format", choices=("text", "json"), default="text")
@@ -284,13 +378,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(run=cmd_explain)
 
-    p = sub.add_parser("table", help="the whole decision table of a stamp")
+    p = sub.add_parser("table", help="the whole decision table of a stamp", parents=[common])
     p.add_argument("stamp")
     p.add_argument("--format", choices=("markdown", "json"), default="markdown")
     p.add_argument("--rules", dest="paths", action="append", metavar="PATH")
     p.set_defaults(run=cmd_table)
 
-    p = sub.add_parser("diff", help="behaviour diff between two git revisions or two .rules files")
+    p = sub.add_parser(
+        "diff", help="behaviour diff between two git revisions or two .rules files", parents=[common]
+    )
     p.add_argument("base", nargs="?", help="git revision or .rules file (default: merge-base with main)")
     p.add_argument("head", nargs="?", help="git revision or .rules file (default: the working tree)")
     p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
@@ -301,24 +397,70 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
-    parser = build_parser()
+    command = None
     try:
-        args = parser.parse_args(argv)
-    except _ArgError as exc:
-        err.write(exc.usage)
-        print(exc, file=err)
+        try:
+            args = build_parser().parse_args(argv)
+        except _ArgError as exc:
+            err.write(exc.usage)
+            print(exc, file=err)
+            return EXIT_USAGE
+        except _ShowVersion:
+            from stampgen.codegen.generate import stampgen_version
+
+            print(f"stampgen {stampgen_version()}", file=out)
+            return EXIT_OK
+        except SystemExit as exc:  # --help
+            return int(exc.code or 0)
+        command = args.command
+        status = _run(args, out, err)
+        out.flush()  # a closed pipe shows here, inside the handlers, not at interpreter exit
+        return status
+    except KeyboardInterrupt:
+        print("stampgen: interrupted", file=err)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `stampgen table X | head`: the reader has all it wanted
+        _discard_stdout(out)
+        return EXIT_OK
+    except Exception as exc:  # a stampgen bug: one line, the traceback on request
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            traceback.print_exception(type(exc), exc, exc.__traceback__, file=err)
+        who = f"stampgen {command}" if command else "stampgen"
+        message = " ".join(str(exc).split())  # one line, whatever the exception holds
+        print(
+            f"{who}: internal error: {type(exc).__name__}: {message} "
+            f"(a stampgen bug; set {DEBUG_ENV}=1 for the traceback)",
+            file=err,
+        )
         return EXIT_USAGE
-    except SystemExit as exc:  # --help
-        return int(exc.code or 0)
+
+
+def _run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from stampgen.codegen.project import ProjectError
+
     try:
         return args.run(args, out, err)
-    except UsageError as exc:
+    except (UsageError, ProjectError) as exc:
         print(f"stampgen {args.command}: error: {exc}", file=err)
         return EXIT_USAGE
-    except _Findings:
-        return EXIT_FINDINGS
-    except BrokenPipeError:  # `stampgen table X | head`
-        return EXIT_OK
+    except _Exit as exc:
+        return exc.status
+    except BrokenPipeError:
+        raise
+    except OSError as exc:  # the environment: a folder that vanished, a full disk
+        print(f"stampgen {args.command}: error: {exc}", file=err)
+        return EXIT_USAGE
+
+
+def _discard_stdout(out: TextIO) -> None:
+    """After a broken pipe, point stdout at /dev/null: Python flushes it again at exit and would complain."""
+    if out is not sys.stdout:
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real file descriptor behind it
+        pass
 
 
 if __name__ == "__main__":

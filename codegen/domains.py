@@ -9,14 +9,12 @@ class); else a fixed-seed sample of the abstract domain. Used by codegen/render.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from stampgen.codegen import interpreter, ir
 from stampgen.codegen.model import EnumT, IntT, Model, StampInfo, Type, ValidateInfo, domain
-from stampgen.codegen.naming import snake_case
 
 # Differential tests: the whole finite domain when it has at most this many rows; else the abstract domain
 # (see `_abstract_classes`); else this many rows drawn from the abstract domain with a fixed seed.
@@ -319,91 +317,3 @@ def validate_domain(model: Model, info: ValidateInfo) -> InputDomain:
         inputs += [(f"{stamp.name}.{f.name}", f.type, False) for f in stamp.fields]
     inputs += _leaf_inputs(model, names)
     return make_domain(inputs, mentions)
-
-
-# --------------------------------------------------------------------------------------------- decision table
-
-
-# A stamp's table over its whole abstract domain, when it has at most this many rows; else one table per
-# field, over the inputs that field depends on (the others held at one value).
-TABLE_ROWS_LIMIT = 512
-
-
-@dataclass(frozen=True)
-class DecisionTable:
-    """A stamp's decisions over its abstract domain: the review surface of a rules change."""
-
-    stamp: str
-    name: str  # for the constants and the test: the stamp's snake_case name, plus the field for a per-field table
-    columns: list[str]  # input columns, then field columns
-    inputs: list[tuple[str, str]]  # (full input name, kind), in column order
-    fields: list[tuple[str, str]]  # (field, kind)
-    fixed: list[tuple[str, Any]]  # inputs not in the table, held at one value (they cannot change it)
-    rows: list[tuple[tuple[Any, ...], tuple[tuple[Any, str], ...]]]  # (input values, ((value, tier), ...))
-
-    def text(self) -> str:
-        """An aligned plain-text table: inputs | value [tier] per field; `-` is unset."""
-        header = self.columns[: len(self.inputs)] + ["|"] + self.columns[len(self.inputs) :]
-        body = []
-        for values, outcomes in self.rows:
-            cells = [cell(v) for v in values] + ["|"] + [f"{cell(v)} [{tier}]" for v, tier in outcomes]
-            body.append(cells)
-        widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *body]]
-        return "\n".join(lines) + "\n"
-
-
-def short_names(names: Sequence[str]) -> list[str]:
-    """Column names: the last part of a dotted name when that is unique, else the whole name."""
-    tails = [n.rsplit(".", 1)[-1] for n in names]
-    return [t if tails.count(t) == 1 else n for n, t in zip(names, tails)]
-
-
-def decision_tables(model: Model, info: StampInfo) -> list[DecisionTable]:
-    """The stamp's decision table, or one per field when the whole table would be too long to review."""
-    domain_ = stamp_domain(model, info, force_abstract=True)
-    snake = snake_case(info.name)
-    if domain_.rows <= TABLE_ROWS_LIMIT:
-        return [_table(model, info, snake, domain_.inputs, [f.name for f in info.fields], [])]
-    tables = []
-    for f in info.fields:
-        deps = interpreter.field_inputs(info, f.name)
-        inputs = [i for i in domain_.inputs if i.name in deps]
-        fixed = [(i.name, i.values[0]) for i in domain_.inputs if i.name not in deps]
-        tables.append(_table(model, info, f"{snake}_{f.name}", inputs, [f.name], fixed))
-    return tables
-
-
-def _table(
-    model: Model,
-    info: StampInfo,
-    name: str,
-    inputs: Sequence[DomainInput],
-    fields: Sequence[str],
-    fixed: list[tuple[str, Any]],
-) -> DecisionTable:
-    names = [i.name for i in inputs]
-    defaults = interpreter.config_env(model, {})  # what config_env gives every leaf that is not given
-    rows = []
-    for values in itertools.product(*(i.values for i in inputs)):
-        row = {**dict(fixed), **dict(zip(names, values))}
-        env = dict(defaults)
-        env.update(
-            {
-                n: interpreter.coerce(model.leaves[n].type, v)
-                for n, v in row.items()
-                if n in model.leaves and v is not None
-            }
-        )
-        env.update({s.name: row[s.name] for s in info.slots})
-        outcome = interpreter.resolve_stamp(model, info, env)
-        rows.append((values, tuple((outcome[f].value, outcome[f].tier) for f in fields)))
-    return DecisionTable(
-        info.name,
-        name,
-        short_names(names) + list(fields),
-        [(i.name, i.kind) for i in inputs],
-        [(f, kind_of(info.field(f).type)) for f in fields],
-        fixed,
-        rows,
-    )

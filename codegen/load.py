@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -27,8 +29,7 @@ class Loaded(msgspec.Struct):
 
 def discover(paths: list[str] | None, project: Project | None = None) -> list[str]:
     """The rules files to work on: the given paths (folders expand to their *.rules), else the project's
-    rules folder (`rules/*.rules` below the project root), named relative to the working directory when
-    they are inside it."""
+    rules folder (`rules/*.rules` below the project root), named relative to the working directory."""
     if not paths:
         project = project or find_project()
         return sorted(_from_cwd(p) for p in project.rules_dir.glob("*.rules"))
@@ -42,6 +43,26 @@ def discover(paths: list[str] | None, project: Project | None = None) -> list[st
     return found
 
 
+def unreadable(paths: Iterable[str]) -> list[Diagnostic]:
+    """An `unreadable` error for each file that cannot be opened (missing, a folder, no permission).
+
+    Commands check this before reading anything and exit 2: it is a problem of the environment or of the
+    command line, not a finding. A file that opens but is not UTF-8 text is reported by `load` like any
+    other problem in a rules file (exit 1)."""
+    found = []
+    for path in paths:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            found.append(_unreadable(path, exc.strerror or str(exc)))
+    return found
+
+
+def _unreadable(name: str, reason: str) -> Diagnostic:
+    return error("unreadable", f"cannot read the file: {reason}", Loc(name, 1, 1, 1, 1))
+
+
 def load_text(source: str, path: str) -> Loaded:
     rules, diags = parse(source, path)
     if rules is None:
@@ -51,9 +72,11 @@ def load_text(source: str, path: str) -> Loaded:
 
 
 def _from_cwd(path: Path) -> str:
+    """`path` relative to the working directory, `../` included (as ruff names files), so that a command
+    run from a subfolder of the project still names the rules files it found as the user can type them."""
     try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
+        return os.path.relpath(path.resolve(), Path.cwd().resolve())
+    except ValueError:  # another drive (Windows)
         return str(path)
 
 
@@ -65,7 +88,5 @@ def load(path: str, name: str | None = None) -> Loaded:
         source = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return Loaded(
-            name, None, None, [error("unreadable", f"cannot read the file: {reason}", Loc(name, 1, 1, 1, 1))]
-        )
+        return Loaded(name, None, None, [_unreadable(name, reason)])
     return load_text(source, name)

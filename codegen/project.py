@@ -86,7 +86,8 @@ def _settings_from(path: Path) -> Settings | None:
     except tomllib.TOMLDecodeError as exc:
         raise ProjectError(f"{path}: not valid TOML: {exc}") from None
     if path.name == PYPROJECT:
-        table = data.get("tool", {}).get("stampgen")
+        tool = data.get("tool")
+        table = tool.get("stampgen") if isinstance(tool, dict) else None  # `tool = 1` is not our table
         if table is None:
             return None
         where = f"{path} [tool.stampgen]"

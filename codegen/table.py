@@ -75,6 +75,12 @@ def stamp_inputs(model: Model, stamp: StampInfo, fields: tuple[str, ...] | None 
     )
 
 
+def short_names(names: list[str]) -> list[str]:
+    """Column names: the last part of a dotted name when that is unique, else the whole name."""
+    tails = [n.rsplit(".", 1)[-1] for n in names]
+    return [t if tails.count(t) == 1 else n for n, t in zip(names, tails)]
+
+
 def _display(outcome: interp.FieldOutcome) -> str:
     if outcome.origin is not None:
         return f"← {outcome.origin}"
@@ -89,19 +95,24 @@ class TableTooLarge(ValueError):
     """Even one field's table is too large to enumerate."""
 
 
-def _size(inputs: tuple[Input, ...]) -> int:
+def size(inputs: tuple[Input, ...]) -> int:
     return math.prod(len(i.classes) for i in inputs)
 
 
-def stamp_table(model: Model, stamp_name: str, fields: tuple[str, ...] | None = None) -> Table:
-    """The decision table of a stamp (or of some of its fields) over the abstract input domain."""
+def stamp_table(
+    model: Model, stamp_name: str, fields: tuple[str, ...] | None = None, max_rows: int = MAX_TABLE_ROWS
+) -> Table:
+    """The decision table of a stamp (or of some of its fields) over the abstract input domain; raises
+    TableTooLarge past `max_rows` abstract rows (before merging)."""
     stamp = model.stamps[stamp_name]
     inputs = stamp_inputs(model, stamp, fields)
     shown = fields or tuple(f.name for f in stamp.fields)
-    if _size(inputs) > MAX_TABLE_ROWS:
-        raise TableTooLarge(f"{stamp_name} {', '.join(shown)}: {_size(inputs):,} rows")
+    if size(inputs) > max_rows:
+        raise TableTooLarge(f"{stamp_name} {', '.join(shown)}: {size(inputs):,} rows")
     rows = []
-    base_env = interp.config_env(model, {})
+    # every input the shown fields read is set below; a field they do not show may read other leaves
+    read = set().union(*(interp.field_inputs(stamp, f.name) for f in stamp.fields))
+    base_env = {n: model.leaves[n].default for n in read if n in model.leaves}
     for combo in itertools.product(*(range(len(i.classes)) for i in inputs)):
         env = dict(base_env)
         env.update({inp.name: inp.representatives[k] for inp, k in zip(inputs, combo)})
@@ -116,7 +127,7 @@ def stamp_table(model: Model, stamp_name: str, fields: tuple[str, ...] | None = 
 def stamp_tables(model: Model, stamp_name: str) -> list[Table]:
     """One table for the whole stamp, or one per field when the whole one would be too large."""
     stamp = model.stamps[stamp_name]
-    if _size(stamp_inputs(model, stamp)) <= MAX_TABLE_ROWS:
+    if size(stamp_inputs(model, stamp)) <= MAX_TABLE_ROWS:
         return [stamp_table(model, stamp_name)]
     return [stamp_table(model, stamp_name, (f.name,)) for f in stamp.fields]
 
@@ -258,12 +269,12 @@ def _diff_stamp(old: Model, a: StampInfo, new: Model, b: StampInfo) -> list[Chan
         if f.name not in kept
     ]
     whole = _diff_inputs(old, a, new, b, None)
-    if _size(whole) <= MAX_TABLE_ROWS:
+    if size(whole) <= MAX_TABLE_ROWS:
         return changes + _diff_fields(old, a, new, b, [f.name for f in b.fields], whole)
     for f in b.fields:
         inputs = _diff_inputs(old, a, new, b, f.name)
-        if _size(inputs) > MAX_TABLE_ROWS:
-            raise TableTooLarge(f"{b.name}.{f.name}: {_size(inputs):,} rows")
+        if size(inputs) > MAX_TABLE_ROWS:
+            raise TableTooLarge(f"{b.name}.{f.name}: {size(inputs):,} rows")
         changes += _diff_fields(old, a, new, b, [f.name], inputs)
     return changes
 

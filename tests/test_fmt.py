@@ -195,8 +195,8 @@ def test_fmt_formats_a_file_with_semantic_errors(tmp_path, stampgen):
     assert path.read_text(encoding="utf-8") == "enum Backend { triton }\nconfig mamba {\n    x: Bakend\n}\n"
 
 
-def test_fmt_of_an_unreadable_file_exits_1_without_a_traceback(tmp_path, stampgen):
+def test_fmt_of_an_unreadable_file_exits_2_without_a_traceback(tmp_path, stampgen):
     path = tmp_path / "missing.rules"
     status, _, err = stampgen("fmt", str(path))
-    assert status == 1
+    assert status == 2
     assert "[unreadable]" in err and "Traceback" not in err

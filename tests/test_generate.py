@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -15,6 +17,7 @@ import pytest
 
 from stampgen.codegen import generate, writer
 from stampgen.codegen.generate import run_generate
+from stampgen.codegen.project import find_project
 
 REPO = Path(__file__).resolve().parents[1]
 SHIPPED = REPO / "rules" / "linear_attn.rules"
@@ -22,9 +25,17 @@ FIXTURES = REPO / "tests" / "fixtures"
 MARKER = re.compile(r"^# Code generated .* DO NOT EDIT\.$")
 
 
-def gen(*paths: str, out_dir: str = "generated", check: bool = False) -> tuple[int, str, str]:
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def gen(
+    *paths: str, out_dir: str = "generated", check: bool = False, quiet: bool = False
+) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    status = run_generate(list(paths), out_dir, check, out=out, err=err)
+    status = run_generate(list(paths), out_dir, check, out=out, err=err, quiet=quiet)
     return status, out.getvalue(), err.getvalue()
 
 
@@ -79,11 +90,19 @@ def test_generated_files_hold_no_timestamps_or_versions(workspace: Path) -> None
         )
 
 
-def test_a_second_run_is_quiet_and_rewrites_nothing(workspace: Path) -> None:
+def test_a_second_run_says_up_to_date_and_rewrites_nothing(workspace: Path) -> None:
     assert gen("rules/linear_attn.rules")[0] == 0
     before = {p.name: p.stat().st_mtime_ns for p in (workspace / "generated").iterdir()}
-    assert gen("rules/linear_attn.rules") == (0, "", "")
+    assert gen("rules/linear_attn.rules") == (0, "generated: up to date\n", "")
     assert {p.name: p.stat().st_mtime_ns for p in (workspace / "generated").iterdir()} == before
+
+
+def test_quiet_drops_the_summary_but_not_the_errors(workspace: Path) -> None:
+    assert gen("rules/minimal.rules", quiet=True) == (0, "", "")
+    assert (workspace / "generated" / "minimal.py").is_file()
+    assert gen("rules/minimal.rules", quiet=True) == (0, "", "")
+    status, _, err = gen("rules/nope.rules", quiet=True)
+    assert status == 2 and "rules/nope.rules:1:1: error: cannot read the file" in err
 
 
 def test_only_changed_files_are_rewritten(workspace: Path) -> None:
@@ -92,7 +111,7 @@ def test_only_changed_files_are_rewritten(workspace: Path) -> None:
     rules = workspace / "rules" / "minimal.rules"
     rules.write_text(rules.read_text().replace("kernel: Kernel = naive", "kernel: Kernel = fused"))
     status, out, _ = gen("rules/linear_attn.rules", "rules/minimal.rules")
-    assert status == 0 and out == "generated: 2 written, 0 removed\n"
+    assert status == 0 and re.fullmatch(r"generated: [12] written, 0 removed\n", out), out
     after = {p.name: p.stat().st_mtime_ns for p in (workspace / "generated").iterdir()}
     assert after["linear_attn.py"] == before["linear_attn.py"]
     assert after["minimal.py"] != before["minimal.py"]
@@ -126,9 +145,10 @@ def test_rules_with_errors_do_not_create_the_output_folder(workspace: Path) -> N
     assert not (workspace / "generated").exists()
 
 
-def test_a_missing_rules_file_is_an_error_not_a_traceback(workspace: Path) -> None:
+def test_a_missing_rules_file_is_an_environment_error_not_a_traceback(workspace: Path) -> None:
     status, _, err = gen("rules/nope.rules")
-    assert status == 1 and "rules/nope.rules:1:1: error: cannot read the file" in err
+    assert status == 2 and "rules/nope.rules:1:1: error: cannot read the file" in err
+    assert "Traceback" not in err and not (workspace / "generated").exists()
 
 
 @pytest.mark.parametrize(
@@ -142,21 +162,21 @@ def test_a_missing_rules_file_is_an_error_not_a_traceback(workspace: Path) -> No
 def test_a_rules_file_whose_name_cannot_be_a_module_is_refused(workspace: Path, name: str, why: str) -> None:
     shutil.copy(FIXTURES / "minimal.rules", workspace / "rules" / name)
     status, _, err = gen(f"rules/{name}")
-    assert status == 1 and why in err and not (workspace / "generated").exists()
+    assert status == 2 and why in err and not (workspace / "generated").exists()
 
 
 def test_two_rules_files_with_one_name_are_refused(workspace: Path) -> None:
     (workspace / "other").mkdir()
     shutil.copy(FIXTURES / "minimal.rules", workspace / "other" / "minimal.rules")
     status, _, err = gen("rules/minimal.rules", "other/minimal.rules")
-    assert status == 1 and "would both generate minimal.py" in err
+    assert status == 2 and "would both generate minimal.py" in err
 
 
 def test_unowned_files_are_never_overwritten(workspace: Path) -> None:
     (workspace / "generated").mkdir()
     (workspace / "generated" / "minimal.py").write_text("# hand-written, precious\n")
     status, _, err = gen("rules/minimal.rules")
-    assert status == 1 and "refusing to overwrite" in err and "minimal.py" in err
+    assert status == 2 and "refusing to overwrite" in err and "minimal.py" in err
     assert (workspace / "generated" / "minimal.py").read_text() == "# hand-written, precious\n"
     assert not (workspace / "generated" / "test_minimal.py").exists()
 
@@ -175,7 +195,7 @@ def test_a_corrupt_manifest_is_an_error(workspace: Path) -> None:
     assert gen("rules/minimal.rules")[0] == 0
     (workspace / "generated" / "MANIFEST.json").write_text("{not json")
     status, _, err = gen("rules/minimal.rules")
-    assert status == 1 and "is not a stampgen manifest" in err
+    assert status == 2 and "is not a stampgen manifest" in err
 
 
 def test_a_manifest_naming_a_path_outside_the_folder_is_refused(workspace: Path) -> None:
@@ -183,7 +203,7 @@ def test_a_manifest_naming_a_path_outside_the_folder_is_refused(workspace: Path)
     manifest = workspace / "generated" / "MANIFEST.json"
     manifest.write_text(manifest.read_text().replace('"minimal.py"', '"../rules/minimal.rules"'))
     status, _, err = gen("rules/minimal.rules")
-    assert status == 1 and "not a file name inside" in err
+    assert status == 2 and "not a file name inside" in err
     assert (workspace / "rules" / "minimal.rules").exists()
 
 
@@ -340,7 +360,7 @@ def test_a_failure_in_the_middle_of_writing_leaves_the_output_as_it_was(
     monkeypatch.setattr(writer.os, "replace", failing_replace)
     status, _, err = gen("rules/linear_attn.rules", "rules/renamed.rules")
     monkeypatch.undo()
-    assert status == 1 and "No space left on device" in err and "Traceback" not in err
+    assert status == 2 and "No space left on device" in err and "Traceback" not in err
     assert snapshot_dir(workspace / "generated") == before  # restored, and no temporary files left behind
 
 
@@ -356,7 +376,7 @@ def test_a_failure_while_staging_leaves_no_trace(workspace: Path, monkeypatch: p
 
     monkeypatch.setattr(writer.tempfile, "mkstemp", failing_mkstemp)
     status, _, err = gen("rules/minimal.rules")
-    assert status == 1 and "Permission denied" in err
+    assert status == 2 and "Permission denied" in err
     assert not (workspace / "generated").exists()
 
 
@@ -406,9 +426,144 @@ def test_the_repository_output_is_fresh(monkeypatch: pytest.MonkeyPatch) -> None
     assert status == 0, f"generated/ is stale; run `make codegen`\n{err}{out[:4000]}"
 
 
-def test_the_formatter_is_the_pinned_ruff() -> None:
-    pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
-    assert f'"ruff>={generate.RUFF_VERSION},<0.18"' in pyproject
+# --------------------------------------------------------------------------------------------- the formatter
+
+
+def test_the_supported_ruff_range_is_the_one_pyproject_requires() -> None:
+    dependencies = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "dependencies"
+    ]
+    [ruff] = [d for d in dependencies if re.match(r"ruff\b", d)]
+    assert ruff == generate.RUFF_REQUIREMENT, "pyproject.toml and generate.RUFF_RANGE must state one range"
+
+
+def test_the_range_holds_its_lower_bound_and_not_its_upper_bound() -> None:
+    lower, upper = (bound.lstrip(">=<") for bound in generate.RUFF_RANGE)
+    below = ".".join([*lower.split(".")[:-1], str(int(lower.split(".")[-1]) - 1)])
+    assert generate.in_ruff_range(lower) and generate.in_ruff_range(lower + ".1")
+    for outside in (below, upper, upper + ".0", lower + "rc1", lower + "+local", "", "ruff"):
+        assert not generate.in_ruff_range(outside), outside
+
+
+def fake_ruff(tmp_path: Path, version: str, then: str = "exit 3") -> Path:
+    """An executable that reports `ruff VERSION` and then does `then` (by default: fails, as it must never
+    be asked to format)."""
+    script = tmp_path / f"fake-ruff-{version or 'x'}"
+    script.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "ruff {version}"; exit 0; fi\n{then}\n')
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.parametrize("version", ["0.17.4", "0.18.0", "0.17.6rc1"])
+@pytest.mark.parametrize("check", [False, True], ids=["generate", "check"])
+def test_a_ruff_outside_the_range_is_an_environment_error_never_stale(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, version: str, check: bool
+) -> None:
+    monkeypatch.setenv("STAMPGEN_RUFF", str(fake_ruff(workspace, version)))
+    status, out, err = gen("rules/minimal.rules", check=check)
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1 and "stale" not in err, err
+    assert f"found ruff {version}" in err and generate.RUFF_REQUIREMENT in err
+    assert not (workspace / "generated").exists()
+
+
+def test_a_ruff_outside_the_range_is_refused_even_when_the_output_is_fresh(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert gen("rules/minimal.rules")[0] == 0
+    monkeypatch.setenv("STAMPGEN_RUFF", str(fake_ruff(workspace, "0.18.0")))
+    status, _, err = gen("rules/minimal.rules", check=True)
+    assert status == 2 and "found ruff 0.18.0" in err
+
+
+def test_a_missing_ruff_is_an_environment_error(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_version = importlib.metadata.version
+
+    def without_ruff(name: str) -> str:
+        if name == "ruff":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", without_ruff)
+    status, _, err = gen("rules/minimal.rules")
+    assert status == 2 and "ruff is not installed" in err and generate.RUFF_REQUIREMENT in err
+
+
+@pytest.mark.parametrize(
+    ("make", "says"),
+    [
+        (lambda tmp: tmp / "no-such-ruff", "cannot run it"),
+        (lambda tmp: fake_ruff(tmp, ""), "`--version` did not report `ruff VERSION`"),
+    ],
+    ids=["missing", "not-ruff"],
+)
+def test_a_stampgen_ruff_that_is_not_a_ruff_is_an_environment_error(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, make, says: str
+) -> None:
+    monkeypatch.setenv("STAMPGEN_RUFF", str(make(workspace)))
+    status, _, err = gen("rules/minimal.rules")
+    assert status == 2 and f"STAMPGEN_RUFF={make(workspace)}: {says}" in err, err
+
+
+def test_stampgen_ruff_is_the_ruff_that_formats_with_default_settings(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = workspace / "ruff-calls.log"
+    real = shlex.join(generate.ruff_command())
+    ruff = fake_ruff(workspace, generate.RUFF_RANGE[0].lstrip(">="), f'echo "$@" >> {log}\nexec {real} "$@"')
+    monkeypatch.setenv("STAMPGEN_RUFF", str(ruff))
+    assert gen("rules/minimal.rules")[0] == 0
+    [call] = log.read_text().splitlines()
+    assert call.startswith("format --isolated --no-cache ")
+    assert "--line-length" not in call and "--target-version" not in call
+
+
+def test_a_formatter_failure_says_what_ruff_said() -> None:
+    with pytest.raises(generate.GenerateError, match=r"a stampgen bug.*Failed to parse .*out_0\.py:1:7"):
+        generate.format_python(["def f(:\n"])
+
+
+def test_ruff_format_with_its_default_settings_leaves_generated_files_alone(workspace: Path) -> None:
+    assert gen("rules/linear_attn.rules", "rules/minimal.rules")[0] == 0
+    users = workspace / "elsewhere"
+    users.mkdir()
+    for path in (workspace / "generated").glob("*.py"):
+        shutil.copy(path, users / path.name)
+    proc = subprocess.run(
+        [*generate.ruff_command(), "format", "--isolated", "--no-cache", "--check", "."],
+        cwd=users,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_manifest_does_not_depend_on_the_exact_ruff_version(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = find_project()
+    before = generate.compute_fingerprint(project, ["rules/minimal.rules"], "generated", "root")
+    real_version = importlib.metadata.version
+    monkeypatch.setattr(
+        importlib.metadata, "version", lambda name: "0.17.99" if name == "ruff" else real_version(name)
+    )
+    assert generate.compute_fingerprint(project, ["rules/minimal.rules"], "generated", "root") == before
+
+
+@pytest.mark.parametrize("change", ["stampgen", "range"])
+def test_the_manifest_changes_with_stampgen_s_version_and_the_ruff_range(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    project = find_project()
+    before = generate.compute_fingerprint(project, ["rules/minimal.rules"], "generated", "root")
+    if change == "stampgen":
+        real_version = importlib.metadata.version
+        monkeypatch.setattr(
+            importlib.metadata, "version", lambda name: "99.0" if name == "stampgen" else real_version(name)
+        )
+    else:
+        monkeypatch.setattr(generate, "RUFF_REQUIREMENT", "ruff>=0.19,<0.20")
+    assert generate.compute_fingerprint(project, ["rules/minimal.rules"], "generated", "root") != before
 
 
 def test_the_fingerprint_covers_every_module_the_generator_runs(workspace: Path) -> None:
@@ -422,5 +577,39 @@ def test_the_fingerprint_covers_every_module_the_generator_runs(workspace: Path)
     )
     modules = proc.stdout.splitlines()[-1].split() if proc.stdout else []
     assert modules, proc.stderr
-    covered = {Path(p).stem for p in generate.GENERATOR_SOURCES if p.startswith("codegen/")}
+    covered = {
+        Path(p)
+        .with_suffix("")
+        .as_posix()
+        .removeprefix("codegen/")
+        .removesuffix("/__init__")
+        .replace("/", ".")
+        for p in generate.GENERATOR_SOURCES
+        if p.startswith("codegen/")
+    }
     assert {m.split(".", 2)[2] for m in modules} <= covered
+
+
+def test_long_work_reports_its_stages_on_stderr(workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAMPGEN_PROGRESS_AFTER", "0")  # as if every stage came after the first seconds
+    status, out, err = gen("rules/minimal.rules")
+    assert status == 0, err
+    stages = [line.split(": ", 1)[1].rsplit(" (", 1)[0] for line in err.splitlines()]
+    assert stages == [
+        "checking rules/minimal.rules",
+        "rendering rules/minimal.rules (1 stamp)",
+        "formatting 2 files",
+        "writing generated",
+    ], err
+    assert out.startswith("generated: 2 written"), out
+
+
+def test_quick_work_and_quiet_runs_report_no_progress(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status, _, err = gen("rules/minimal.rules")  # the default threshold: seconds, far above this run
+    assert (status, err) == (0, "")
+    monkeypatch.setenv("STAMPGEN_PROGRESS_AFTER", "0")
+    (workspace / "generated" / "minimal.py").unlink()
+    status, out, err = gen("rules/minimal.rules", quiet=True)
+    assert (status, out, err) == (0, "", "")

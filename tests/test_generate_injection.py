@@ -213,5 +213,5 @@ def test_a_path_that_cannot_be_named_safely_is_refused(tmp_path: Path) -> None:
     weird.mkdir()
     shutil.copy(FIXTURE, weird / "x.rules")
     err = io.StringIO()
-    assert run_generate([str(weird / "x.rules")], str(tmp_path / "out"), out=io.StringIO(), err=err) == 1
+    assert run_generate([str(weird / "x.rules")], str(tmp_path / "out"), out=io.StringIO(), err=err) == 2
     assert "stampgen names this path in generated code" in err.getvalue()
