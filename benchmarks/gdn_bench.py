@@ -7,7 +7,7 @@ Run on a CUDA GPU from the repository root (peers staged as in benchmarks/README
 
 Shapes: one tensor-parallel rank of a Qwen3-Next linear-attention layer (H=16, HV=32, K=V=128), bf16
 q/k/v, fp32 state. Cases: decode B = 1, 8, 64, 256, 1024; verify D = 4 at B = 8, 64, 256; prefill one
-sequence of 4096, 16384, 65536 tokens and varlen 16 × 2048. Method (as reference/gpu-baseline.md):
+sequence of 4096, 16384, 65536 tokens and varlen 16 × 2048. Method (as for the peers in docs/kernels.md):
 
 * ceiling: a 2 GiB fp32 ``copy_`` in the same run (median of ``triton.testing.do_bench``), bytes read +
   written; decode and verify report their share of it;

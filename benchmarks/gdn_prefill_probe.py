@@ -3,7 +3,7 @@
     python3 benchmarks/gdn_prefill_probe.py [--sweep | --variations JSON] [--cases A,B] [--against F,G] [--out DIR]
 
 Qwen3-Next shapes (H=16, HV=32, K=V=128), bf16 q/k/v, fp32 g/beta/state, an initial state read and the
-final state written, on ``gdn_bench.py``'s inputs — the method of ``reference/gpu-baseline.md`` so the
+final state written, on ``gdn_bench.py``'s inputs — the method of the peer baseline (``docs/kernels.md``) so the
 numbers compare with the peers measured there (fla's Triton chunk path and FlashInfer on the same H200
 kind). Each timing captures ``CALLS`` prefill calls in one CUDA graph after a warm-up, replays it, and
 reports the median replay divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWEEP`` (the V tile, warps
@@ -44,7 +44,7 @@ CASES = {  # name -> sequence lengths
     "T=65536": [65536],
     "T=16384": [16384],
 }
-# Peers on the H200, CUDA-graph ms (reference/gpu-baseline.md).
+# Peers on the H200, CUDA-graph ms (docs/kernels.md, "Peers on the H200").
 FLA_MS = {"T=4096": 0.2531, "T=16384": 0.9670, "T=65536": 3.8833, "16x2048": 2.2223}
 FLASHINFER_MS = {"T=4096": 0.1470, "T=16384": 0.4249, "T=65536": 1.5393, "16x2048": 0.4256}
 CALLS = 5

@@ -1,5 +1,5 @@
-"""The seed's behaviour, run through the interpreter on the shipped rules (DESIGN §1, sglang.md "Facts a DSL
-must express"): per-runner precedence, auto-default gates, launch normalisation, validations and fallbacks.
+"""The seed's behaviour, run through the interpreter on the shipped rules (docs/design.md "The problem",
+docs/background.md "What the rules must express"): per-runner precedence, auto-default gates, launch normalisation, validations and fallbacks.
 
 The interpreter is the executable specification the generated code is held against, so these tests pin the
 rules' meaning; the pipeline order is the engine's: launch → gates (slots) → stamp → validate.
@@ -140,7 +140,7 @@ def test_verify_is_triton_for_every_other_decode(decode):
 
 
 def _seed_resolver(cfg: dict[str, Any], prefill_default: str | None) -> dict[str, Any]:
-    """SGLang's hand-written precedence (DESIGN §6), independent of the rules."""
+    """SGLang's hand-written precedence (docs/design.md), independent of the rules."""
     base = cfg[BASE]
     decode = cfg[DECODE] or base
     prefill = cfg[PREFILL] or prefill_default or base

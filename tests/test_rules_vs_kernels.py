@@ -1,4 +1,4 @@
-"""The rules against the GDN kernel registry (DESIGN §7): nothing the rules allow is silently substituted.
+"""The rules against the GDN kernel registry (docs/design.md, "The kernel op API"): nothing the rules allow is silently substituted.
 
 * every kernel in `kernels.gdn.KERNELS` is reachable: some configuration makes the stamp and the GDN
   validation select it, and `GDNAttnBackend` then binds it;

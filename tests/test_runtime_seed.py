@@ -1,4 +1,4 @@
-"""The seed's behaviours (DESIGN §1, reference/sglang.md §2 and §6), end to end through the runtime.
+"""The seed's behaviours (docs/design.md "The problem", docs/background.md), end to end through the runtime.
 
 Every test goes through what an engine runs: a ProcessConfig, `launch` (the generated launch-level
 normalisation), ModelRunners, and `attn_backend_wrapper` (the generated stamp, gates, guard and

@@ -1,10 +1,10 @@
-"""Gated DeltaNet (GDN, Qwen3-Next) kernels: one public API, several backends (DESIGN §7).
+"""Gated DeltaNet (GDN, Qwen3-Next) kernels: one public API (docs/design.md), several backends.
 
     o = gdn.prefill(q, k, v, g, beta, state_pool=..., state_indices=..., cu_seqlens=..., backend="triton")
     o = gdn.decode(q, k, v, g, beta, state_pool=..., state_indices=..., backend="triton")
     o = gdn.verify(q, k, v, g, beta, state_pool=..., state_indices=..., intermediate_states=..., backend="triton")
 
-Conventions (the contract; the math is ``reference/kernels.md`` §1.1):
+Conventions (the contract; the math is in ``docs/kernels.md``):
 
 * packed tokens ``q, k: [T, H, K]``, ``v: [T, HV, V]`` in bf16, fp16 or fp32 (all three alike); HV is a
   multiple of H and v-head ``h`` uses qk-head ``h // (HV // H)``; q and k are already L2-normalised;

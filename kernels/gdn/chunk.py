@@ -1,4 +1,4 @@
-"""Chunked Gated DeltaNet prefill in Triton (our own kernels; math in reference/kernels.md §1.1, §2.2).
+"""Chunked Gated DeltaNet prefill in Triton (our own kernels; the math is in docs/kernels.md).
 
 Up to four launches, no host synchronisation, so the call can be captured in a CUDA graph:
 
@@ -891,7 +891,7 @@ def launch_config(
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: float) -> torch.Tensor:
-    """Chunked GDN prefill; arguments already validated by ``kernels.gdn.prefill`` (DESIGN §7)."""
+    """Chunked GDN prefill; arguments already validated by ``kernels.gdn.prefill`` (docs/design.md)."""
     T = q.shape[0]
     N = state_indices.shape[0]
     o = _empty(v.shape, v.dtype, v.device)

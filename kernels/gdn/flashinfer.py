@@ -1,11 +1,11 @@
-"""GDN on FlashInfer's CuTe-DSL kernels (SM90+): adapters from our contract (DESIGN §7) to its API.
+"""GDN on FlashInfer's CuTe-DSL kernels (SM90+): adapters from our op API (docs/design.md) to its own.
 
 FlashInfer (``flashinfer-python>=0.7.2``) has the three phases for Hopper and newer, compiled on first
 call by the CuTe-DSL compiler of ``nvidia-cutlass-dsl`` (no nvcc). It is imported lazily, inside the
 functions, so importing this module never needs it; a call without it (or without an SM90+ GPU) raises
 ``KernelUnavailableError`` saying what to install.
 
-What each adapter does with our inputs (``reference/kernels.md`` §3 has the peer's API):
+What each adapter does with our inputs (``docs/kernels.md`` has the peer's conventions):
 
 * prefill → ``flashinfer.gdn_prefill.chunk_gated_delta_rule``: gate as linear ``alpha = exp(g)`` in
   fp32 (never bf16: weak decays would round to 1.0), fp32 beta, int64 ``cu_seqlens``, q/k not

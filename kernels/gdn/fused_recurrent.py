@@ -1,8 +1,8 @@
 """Our Triton kernels for GDN decode and verify: one pass over the pool state, fp32 math.
 
-Decode is pure HBM streaming (``reference/kernels.md`` §4.1: ~0.9 FLOP per byte): each request reads and
-writes its whole fp32 state (2 MiB per layer at Qwen3-Next shapes) and touches a few hundred bytes of
-q/k/v. So the kernel is shaped like a copy kernel:
+Decode is pure HBM streaming (~0.9 FLOP per byte: ``docs/kernels.md``, "Rooflines on the H200"): each
+request reads and writes its whole fp32 state (2 MiB per layer at Qwen3-Next shapes) and touches a few
+hundred bytes of q/k/v. So the kernel is shaped like a copy kernel:
 
 * one program per (sequence, v-head, V-tile); the tile is ``[BV, K]`` rows of the K-last pool, so each
   row is K contiguous fp32 — full 16-byte vector loads and stores, no transposes;

@@ -1,6 +1,6 @@
 """The torch reference for GDN: the token-by-token recurrence, fp32 state and accumulation, any device.
 
-Math (``reference/kernels.md`` §1.1), per token t and v-head h, with the K-major state S ∈ R^{K×V}:
+Math (``docs/kernels.md``, "Gated DeltaNet"), per token t and v-head h, with the K-major state S ∈ R^{K×V}:
 
     S ← exp(g_t) · S                  # decay
     u = β_t · (v_t − Sᵀ k_t)          # delta-rule correction
