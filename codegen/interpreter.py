@@ -175,38 +175,44 @@ def resolve_chain(
     env: Mapping[str, Any],
     origins: Mapping[str, str | None] = {},
     stamp_fields: Mapping[str, tuple[str, ...]] = {},
+    *,
+    explain: bool = True,
 ) -> FieldOutcome:
-    """First tier whose condition holds and which yields a value wins."""
+    """First tier whose condition holds and which yields a value wins. With explain=False the outcome
+    carries no tier texts or reasons (decision tables ask for thousands of rows, and read none of them)."""
     outcomes: list[TierOutcome] = []
     winner: FieldOutcome | None = None
     for tier in field.tiers:
-        text, source = tier_text(tier), str(tier.loc)
+        text, source = (tier_text(tier) if explain else ""), str(tier.loc)
         if winner is not None:
-            outcomes.append(
-                TierOutcome(tier.kind, text, source, "not reached", f"the {winner.tier} tier won")
-            )
+            if explain:
+                outcomes.append(
+                    TierOutcome(tier.kind, text, source, "not reached", f"the {winner.tier} tier won")
+                )
             continue
         if tier.when is not None:
             holds = eval_expr(tier.when, env, stamp_fields)
-            note = _inputs_note(tier.when, env, stamp_fields)
+            note = _inputs_note(tier.when, env, stamp_fields) if explain else ""
             if holds is UNKNOWN:
                 outcomes.append(TierOutcome(tier.kind, text, source, "unknown", f"cannot decide: {note}"))
                 winner = FieldOutcome(UNKNOWN, tier.kind, source, outcomes)
                 continue
             if not holds:
-                reason = f"`{show_expr(tier.when)}` is false ({note})"
-                outcomes.append(TierOutcome(tier.kind, text, source, "lost", reason))
+                if explain:
+                    reason = f"`{show_expr(tier.when)}` is false ({note})"
+                    outcomes.append(TierOutcome(tier.kind, text, source, "lost", reason))
                 continue
         if tier.kind == "const":
             value, origin, why = tier.value.value, None, "the constant"
         else:
             value = _lookup(env, tier.ref.name)
             origin = origins.get(tier.ref.name, tier.ref.name) if tier.kind == "follow" else tier.ref.name
-            why = f"{tier.ref.name} = {show_value(value)}"
-        if tier.when is not None:
+            why = f"{tier.ref.name} = {show_value(value)}" if explain else ""
+        if tier.when is not None and explain:
             why += f", and `{show_expr(tier.when)}` holds ({_inputs_note(tier.when, env, stamp_fields)})"
         if value is None:
-            outcomes.append(TierOutcome(tier.kind, text, source, "lost", f"{tier.ref.name} is unset"))
+            if explain:
+                outcomes.append(TierOutcome(tier.kind, text, source, "lost", f"{tier.ref.name} is unset"))
             continue
         outcomes.append(
             TierOutcome(tier.kind, text, source, "unknown" if value is UNKNOWN else "won", why, value)
@@ -252,13 +258,15 @@ def config_env(model: Model, given: Mapping[str, Any]) -> dict[str, Any]:
     return env
 
 
-def resolve_stamp(model: Model, stamp: StampInfo, env: Mapping[str, Any]) -> dict[str, FieldOutcome]:
+def resolve_stamp(
+    model: Model, stamp: StampInfo, env: Mapping[str, Any], *, explain: bool = True
+) -> dict[str, FieldOutcome]:
     """Resolve every field of a stamp; `env` holds config leaves and slots (None = not given)."""
     env = dict(env)
     origins: dict[str, str | None] = {}
     fields: dict[str, FieldOutcome] = {}
     for name in stamp.eval_order:
-        outcome = resolve_chain(stamp.field(name).decl, env, origins)
+        outcome = resolve_chain(stamp.field(name).decl, env, origins, explain=explain)
         fields[name] = outcome
         env[name] = outcome.value
         origins[name] = outcome.origin

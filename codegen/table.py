@@ -116,7 +116,7 @@ def stamp_table(
     for combo in itertools.product(*(range(len(i.classes)) for i in inputs)):
         env = dict(base_env)
         env.update({inp.name: inp.representatives[k] for inp, k in zip(inputs, combo)})
-        resolved = interp.resolve_stamp(model, stamp, env)
+        resolved = interp.resolve_stamp(model, stamp, env, explain=False)
         outputs = tuple((_display(resolved[f]), resolved[f].tier, resolved[f].source) for f in shown)
         rows.append(Row(tuple(inp.classes[k] for inp, k in zip(inputs, combo)), outputs))
     merged = merge_rows(rows, inputs)
