@@ -32,7 +32,7 @@ def discover(paths: list[str] | None, project: Project | None = None) -> list[st
     rules folder (`rules/*.rules` below the project root), named relative to the working directory."""
     if not paths:
         project = project or find_project()
-        return sorted(_from_cwd(p) for p in project.rules_dir.glob("*.rules"))
+        return sorted(from_cwd(p) for p in project.rules_dir.glob("*.rules"))
     found: list[str] = []
     for raw in paths:
         p = Path(raw)
@@ -71,7 +71,7 @@ def load_text(source: str, path: str) -> Loaded:
     return Loaded(path, source, model, diags + check_diags)
 
 
-def _from_cwd(path: Path) -> str:
+def from_cwd(path: Path) -> str:
     """`path` relative to the working directory, `../` included (as ruff names files), so that a command
     run from a subfolder of the project still names the rules files it found as the user can type them."""
     try:
