@@ -166,7 +166,7 @@ def render_outputs(
     from stampgen.codegen import render
     from stampgen.codegen.diagnostics import Diagnostic, sort_key
     from stampgen.codegen.diagnostics import render as render_diagnostic
-    from stampgen.codegen.load import Loaded, from_cwd, load
+    from stampgen.codegen.load import Loaded, load
 
     progress = progress or Progress("generate", err, enabled=False)
     loaded = []
@@ -176,7 +176,7 @@ def render_outputs(
 
     def report(diagnostics: list[Diagnostic], item: Loaded) -> None:
         # generated code names the file relative to the project root; a user reads it from where they are
-        shown = from_cwd(project.root / item.path)
+        shown = _shown(project, project.root / item.path)
         for diag in sorted(diagnostics, key=sort_key):
             if diag.loc.path == item.path:
                 diag = msgspec.structs.replace(diag, loc=msgspec.structs.replace(diag.loc, path=shown))
