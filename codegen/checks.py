@@ -3,17 +3,35 @@
 Layers (torchgen-style): the grammar fixed the shape; `_Declarations` checks each declaration on its own
 (duplicates inside it, types, defaults, identifiers, parity clauses); `_References` checks across
 declarations (names resolve in the right scope, literals fit their types, follow cycles, totality and
-shadowed tiers, nothing per-runner writes process config). A Model is built only when no error was found.
+shadowed tiers, nothing per-runner writes process config, waivers are reasoned and unexpired); then the
+emitters claim the names they would generate (`generate` refuses what they refuse, so `check` says it too).
+A Model is built only when no error was found.
+
+Two checks need more than one file: `check_across_files` (a stamp, or a runner attribute, declared by two
+files) and `check_imports` (the registries and consumer modules the rules name, imported and held to them).
+`stampgen check` runs both; `--no-import` skips the second.
 """
 
 from __future__ import annotations
 
+import ast
+import contextlib
+import datetime
+import importlib
+import importlib.util
+import io
+import os
 import re
-from collections.abc import Iterable
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from keyword import iskeyword
+from pathlib import Path
+from types import ModuleType
+
+import msgspec
 
 from stampgen.codegen import ir
-from stampgen.codegen.diagnostics import Diagnostic, did_you_mean, error, sort_key, warning
+from stampgen.codegen.diagnostics import Diagnostic, Note, did_you_mean, error, sort_key, warning
 from stampgen.codegen.model import (
     LAUNCH,
     PROCESS,
@@ -42,20 +60,67 @@ _BUILTIN_TYPES = ("bool",)
 # contexts in which an expression is read
 CTX_STAMP, CTX_LAUNCH, CTX_AUTO, CTX_VALIDATE = "stamp", "launch", "auto", "validate"
 
+TODAY_ENV = "STAMPGEN_TODAY"  # YYYY-MM-DD: the date waivers are held to, instead of today's
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
-def check(rules: ir.RulesFile) -> tuple[Model | None, list[Diagnostic]]:
-    """Check one parsed file. Returns the Model (None if any error) and every diagnostic, sorted."""
-    checker = _Checker(rules)
+
+def check(
+    rules: ir.RulesFile, today: datetime.date | None = None, *, generation: bool = True
+) -> tuple[Model | None, list[Diagnostic]]:
+    """Check one parsed file. Returns the Model (None if any error) and every diagnostic, sorted.
+
+    `today` (default: `current_date()`) is the date waivers expire against. `generation=False` leaves out
+    what only generating would refuse (for `generate` itself, whose emitters refuse it anyway)."""
+    checker = _Checker(rules, today or current_date())
     model = checker.run()
-    diags = sorted(checker.diags, key=sort_key)
+    diags = checker.diags
+    if model is not None and generation:
+        diags += _generation_diagnostics(model)
+    diags = sorted(diags, key=sort_key)
     if any(d.is_error for d in diags):
         return None, diags
     return model, diags
 
 
+def current_date() -> datetime.date:
+    """Today, as waivers see it: STAMPGEN_TODAY when set (tests hold a waiver before and after its date)."""
+    given = os.environ.get(TODAY_ENV, "")
+    if not given:
+        return datetime.date.today()
+    parsed = parse_date(given)
+    if parsed is None:
+        raise ValueError(f"{TODAY_ENV}={given!r} is not a date (YYYY-MM-DD)")
+    return parsed
+
+
+def parse_date(text: str) -> datetime.date | None:
+    """A YYYY-MM-DD date, or None when `text` is not one."""
+    if not _DATE.match(text):
+        return None
+    try:
+        return datetime.date.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _generation_diagnostics(model: Model) -> list[Diagnostic]:
+    """What `generate` would refuse in a model that passed the checks: a generated name that clashes, a
+    validate block that reads two stamps. The emitters own those rules; running them here (without
+    rendering) keeps one definition of each and gives every refusal a position before `generate` runs."""
+    from stampgen.codegen.emit.module import build_module
+    from stampgen.codegen.emit.names import RenderError
+
+    try:
+        build_module(model, model.path, "check")
+    except RenderError as exc:
+        return list(exc.diagnostics)
+    return []
+
+
 class _Checker:
-    def __init__(self, rules: ir.RulesFile):
+    def __init__(self, rules: ir.RulesFile, today: datetime.date):
         self.rules = rules
+        self.today = today
         self.diags: list[Diagnostic] = []
         self.enums: dict[str, EnumT] = {}
         self.leaves: dict[str, LeafInfo] = {}
@@ -63,11 +128,14 @@ class _Checker:
         self.stamp_decls: dict[str, ir.StampDecl] = {}
         self.auto_decls: dict[str, ir.AutoDecl] = {}
         self.used: set[str] = set()  # full names of leaves and names of enums/autos that something reads
+        self.duplicates: set[ir.Loc] = set()  # leaves declared a second time (reported there, once)
         self.untyped: set[str] = set()  # leaves whose type did not resolve (reported once, at the type)
 
     # ------------------------------------------------------------------ reporting
-    def err(self, code: str, message: str, loc: ir.Loc, hint: str | None = None) -> None:
-        self.diags.append(error(code, message, loc, hint))
+    def err(
+        self, code: str, message: str, loc: ir.Loc, hint: str | None = None, notes: tuple[Note, ...] = ()
+    ) -> None:
+        self.diags.append(msgspec.structs.replace(error(code, message, loc, hint), notes=notes))
 
     def warn(self, code: str, message: str, loc: ir.Loc, hint: str | None = None) -> None:
         self.diags.append(warning(code, message, loc, hint))
@@ -85,11 +153,16 @@ class _Checker:
     # ------------------------------------------------------------------ entry
     def run(self) -> Model | None:
         decls = self.rules.decls
+        if not decls:
+            self.err(
+                "empty-rules-file",
+                "this rules file declares nothing: its generated tests would hold nothing",
+                ir.Loc(self.rules.path, 1, 1, 1, 1),
+                "declare the rules it is for, or delete the file",
+            )
         self._declare(decls)
         autos = {}
         stamps = {}
-        launches = []
-        validates = []
         for decl in decls:
             if isinstance(decl, ir.AutoDecl):
                 info = self._auto(decl)
@@ -99,10 +172,20 @@ class _Checker:
                 info = self._stamp(decl)
                 if info:
                     stamps[info.name] = info
-            elif isinstance(decl, ir.LaunchDecl):
-                launches.append(self._launch(decl))
             elif isinstance(decl, ir.ValidateDecl):
-                validates.append(self._validate(decl))
+                self._waivers(decl.waivers)
+                if decl.waivers and not any(isinstance(s, ir.Check) for s in decl.stmts):
+                    for waiver in decl.waivers:
+                        self.warn(
+                            "stale-waiver",
+                            f"validate block `{decl.name.value}` has no forbid or require: the waiver for "
+                            f"`{waiver.cls.value}` waives nothing",
+                            waiver.cls.loc,
+                            "remove the waiver",
+                        )
+        # after the stamps: a launch block may `use` a stamp's fields, a validate block reads them
+        launches = [self._launch(d, stamps) for d in decls if isinstance(d, ir.LaunchDecl)]
+        validates = [self._validate(d, stamps) for d in decls if isinstance(d, ir.ValidateDecl)]
         guards = tuple(d for d in decls if isinstance(d, ir.GuardDecl))
         parities = tuple(d for d in decls if isinstance(d, ir.ParityDecl))
         self._guards(guards)
@@ -139,7 +222,7 @@ class _Checker:
                     "duplicate-declaration",
                     f"`{name.value}` is declared twice",
                     name.loc,
-                    f"first declared at {table[name.value].loc}",
+                    notes=(Note("first declared here", table[name.value].loc),),
                 )
                 continue
             table[name.value] = name
@@ -269,8 +352,9 @@ class _Checker:
                     "duplicate-leaf",
                     f"`{ns}` declares `{leaf.name.value}` twice",
                     leaf.name.loc,
-                    f"first declared at {seen[leaf.name.value].loc}",
+                    notes=(Note("first declared here", seen[leaf.name.value].loc),),
                 )
+                self.duplicates.add(leaf.name.loc)
                 continue
             seen[leaf.name.value] = leaf.name
             self.ident(leaf.name, "leaf")
@@ -476,7 +560,7 @@ class _Checker:
         fields: dict[str, ir.FieldDecl],
     ) -> Type | None:
         """Check one precedence chain; returns the field's type. `local` holds what `when` may read."""
-        ftype: Type | None = None
+        ftype: Type | None = self.resolve_type(field.declared) if field.declared is not None else None
         typed_tiers: list[tuple[ir.Tier, Type]] = []
         for tier in field.tiers:
             t = None
@@ -552,18 +636,48 @@ class _Checker:
         if ftype is None:
             consts = [tier for tier in field.tiers if tier.kind == "const"]
             if consts and field.tiers == tuple(consts):
-                self.err(
-                    "untyped-field",
-                    f"cannot tell the type of `{field.name.value}`: every tier is a constant",
-                    field.loc,
-                    "start the chain with a flag, base, auto or follow tier",
-                )
-            return None
+                ftype = self._constants_type(field, consts, local)
+            if ftype is None:
+                return None
         for tier in field.tiers:
             if tier.kind == "const":
                 self.literal_fits(tier.value, ftype, f"field `{field.name.value}`")
         self._totality(field, slots)
         return ftype
+
+    def _constants_type(
+        self, field: ir.FieldDecl, consts: list[ir.Tier], local: dict[str, Type]
+    ) -> Type | None:
+        """The type of a field whose every tier is a constant: the one enum that has all its members (among
+        several, the one its sibling fields have); bool for booleans. Else an error asking to declare it."""
+        values = [tier.value for tier in consts if tier.value is not None]
+        if all(isinstance(v, ir.BoolLit) for v in values):
+            return BoolT()
+        names = [v.value for v in values if isinstance(v, ir.NameLit)]
+        candidates = [
+            e
+            for e in self.enums.values()
+            if names and len(names) == len(values) and set(names) <= set(e.members)
+        ]
+        if len(candidates) > 1:
+            siblings = [t for t in local.values() if isinstance(t, EnumT)]
+            candidates = [e for e in candidates if e in siblings] or candidates
+        if len(candidates) == 1:
+            self.used.add(candidates[0].name)
+            return candidates[0]
+        self.used.update(e.name for e in candidates)  # the error is the finding, not "never used" on each
+        text = ir.literal_text(values[0]) if values else "..."
+        together = (
+            ", ".join(e.name for e in candidates[:-1]) + f" and {candidates[-1].name}" if candidates else ""
+        )
+        self.err(
+            "untyped-field",
+            f"cannot tell the type of `{field.name.value}`: every tier is a constant"
+            + (f", and {together} all have `{text}`" if len(candidates) > 1 else ""),
+            field.loc,
+            f"declare it: `{field.name.value}: {candidates[0].name if candidates else 'Type'} = {text}`",
+        )
+        return None
 
     def _always_yields(self, tier: ir.Tier) -> bool:
         if tier.when is not None and not (isinstance(tier.when, ir.Const) and tier.when.value):
@@ -724,11 +838,26 @@ class _Checker:
             decl.name.value, attribute, infos, order, tuple(slot_infos), self._namespaces(refs), decl
         )
 
-    def _launch(self, decl: ir.LaunchDecl) -> LaunchInfo:
+    def _launch(self, decl: ir.LaunchDecl, stamps: dict[str, StampInfo]) -> LaunchInfo:
         local: dict[str, Type] = {}
         infos = []
         refs: list[str] = []
+        expanded: list[ir.SetStmt | ir.Check | ir.FieldDecl | ir.UseStmt] = []
         for stmt in decl.stmts:
+            if isinstance(stmt, ir.UseStmt):
+                for field in self._use(stmt, stamps, local):
+                    local[field.name] = field.type
+                    infos.append(field)
+                    expanded.append(field.decl)
+                    for tier in field.decl.tiers:
+                        refs += [tier.ref.name] if tier.ref and tier.ref.name in self.leaves else []
+                        refs += (
+                            [r.name for r in ir.expr_refs(tier.when) if r.name in self.leaves]
+                            if tier.when
+                            else []
+                        )
+                continue
+            expanded.append(stmt)
             if isinstance(stmt, ir.SetStmt):
                 self._set(stmt, CTX_LAUNCH, local, set())
                 refs.append(stmt.target.name)
@@ -754,15 +883,66 @@ class _Checker:
                 if t is not None:
                     local[stmt.name.value] = t
                     infos.append(FieldInfo(stmt.name.value, t, stmt))
-        return LaunchInfo(decl.name.value, tuple(infos), self._namespaces(refs), decl)
+        checked = msgspec.structs.replace(decl, stmts=tuple(expanded))
+        return LaunchInfo(decl.name.value, tuple(infos), self._namespaces(refs), checked)
 
-    def _validate(self, decl: ir.ValidateDecl) -> ValidateInfo:
-        local: dict[str, Type] = {}
-        for stamp in self.stamp_decls.values():
-            for field in stamp.fields:
-                t = self._field_type_hint(stamp, field)
-                if t is not None:
-                    local[f"{stamp.name.value}.{field.name.value}"] = t
+    def _use(self, stmt: ir.UseStmt, stamps: dict[str, StampInfo], local: dict[str, Type]) -> list[FieldInfo]:
+        """The stamp fields a `use` makes locals of the launch block. A field must be computable at launch
+        from config alone: no slot (only a runner has those), and the fields it reads used before it."""
+        found: list[FieldInfo] = []
+        for ref in stmt.fields:
+            stamp_name, _, field_name = ref.name.partition(".")
+            if stamp_name not in self.stamp_decls:
+                self.err(
+                    "unknown-stamp",
+                    f"`use {ref.name}`: `{stamp_name}` is not a stamp",
+                    ref.loc,
+                    did_you_mean(stamp_name, self.stamp_decls),
+                )
+                continue
+            info = stamps.get(stamp_name)
+            if info is None:  # the stamp has errors of its own, reported there
+                continue
+            field = next((f for f in info.fields if f.name == field_name), None)
+            if field is None or "." in field_name:
+                self.err(
+                    "unknown-field",
+                    f"`use {ref.name}`: {stamp_name} has no field `{field_name}`",
+                    ref.loc,
+                    did_you_mean(field_name, [f.name for f in info.fields]),
+                )
+                continue
+            slots = {s.name for s in info.slots}
+            fields = {f.name for f in info.fields}
+            read: list[str] = []
+            for tier in field.decl.tiers:
+                read += [tier.ref.name] if tier.ref else []
+                read += [r.name for r in ir.expr_refs(tier.when)] if tier.when else []
+            for name in dict.fromkeys(read):
+                if name in slots:
+                    self.err(
+                        "use-reads-slot",
+                        f"`use {ref.name}`: its chain reads the slot `{name}`, which only a runner has "
+                        "(a launch block runs before any runner exists)",
+                        ref.loc,
+                        "a launch block can check the config leaves that chain reads instead",
+                    )
+                elif name in fields and name not in local and name not in {f.name for f in found}:
+                    self.err(
+                        "use-order",
+                        f"`use {ref.name}`: its chain reads `{name}`, which this block has not used yet",
+                        ref.loc,
+                        f"use {stamp_name}.{name} first: `use {stamp_name}.{name}, {ref.name}`",
+                    )
+            if field.name in local or field.name in {f.name for f in found}:
+                self.err("duplicate-field", f"`{field.name}` is defined twice in this block", ref.loc)
+                continue
+            found.append(FieldInfo(field.name, field.type, field.decl))
+        return found
+
+    def _validate(self, decl: ir.ValidateDecl, stamps: dict[str, StampInfo]) -> ValidateInfo:
+        # the stamps' checked field types (a stamp with errors has none: reads of it stay silent)
+        local = {f"{info.name}.{f.name}": f.type for info in stamps.values() for f in info.fields}
         refs: list[str] = []
         for stmt in decl.stmts:
             if isinstance(stmt, ir.SetStmt):
@@ -775,21 +955,6 @@ class _Checker:
                 self._fallback(stmt, local)
         stamps = tuple(sorted({r.split(".", 1)[0] for r in refs if r.split(".", 1)[0] in self.stamp_decls}))
         return ValidateInfo(decl.name.value, stamps, self._namespaces(refs), decl)
-
-    def _field_type_hint(self, stamp: ir.StampDecl, field: ir.FieldDecl) -> Type | None:
-        """A stamp field's type as seen from a validate block (first typed tier; errors reported elsewhere)."""
-        for tier in field.tiers:
-            if tier.kind in ("flag", "base") and tier.ref.name in self.leaves:
-                return self.leaves[tier.ref.name].type
-            if tier.kind == "auto":
-                slot = next((s for s in stamp.slots if s.name.value == tier.ref.name), None)
-                if slot is not None and isinstance(slot.type, ir.NamedType) and slot.type.name in self.enums:
-                    return self.enums[slot.type.name]
-            if tier.kind == "follow":
-                target = next((f for f in stamp.fields if f.name.value == tier.ref.name), None)
-                if target is not None and target is not field:
-                    return self._field_type_hint(stamp, target)
-        return None
 
     def _fallback(self, stmt: ir.Fallback, local: dict[str, Type]) -> None:
         head = stmt.field.name.split(".", 1)[0]
@@ -880,6 +1045,54 @@ class _Checker:
         for name in (*decl.exclude, *decl.hooks):
             if not name.value.isidentifier():
                 self.err("bad-identifier", f"`{name.value}` is not an identifier", name.loc)
+        self._waivers(decl.waivers)
+        draft_pattern = _draft_pattern(decl)
+        excluded = {n.value for n in decl.exclude}
+        for waiver in decl.waivers:
+            cls = waiver.cls.value
+            if cls in excluded or (draft_pattern is not None and draft_pattern.search(cls) is None):
+                why = "is excluded" if cls in excluded else f"does not match the draft pattern /{decl.draft}/"
+                self.warn(
+                    "stale-waiver",
+                    f"`{cls}` {why}, so parity `{decl.name.value}` never checks it: the waiver waives nothing",
+                    waiver.cls.loc,
+                    "name the draft class the waiver is for, or remove it",
+                )
+
+    def _waivers(self, waivers: tuple[ir.Waiver, ...]) -> None:
+        """Each waiver on its own: one per class, a reason, a real date that has not passed."""
+        seen: dict[str, ir.Name] = {}
+        for waiver in waivers:
+            cls = waiver.cls.value
+            if cls in seen:
+                self.err(
+                    "duplicate-waiver",
+                    f"`{cls}` is waived twice in this block",
+                    waiver.cls.loc,
+                    f"first waived at {seen[cls].loc}",
+                )
+            seen.setdefault(cls, waiver.cls)
+            if waiver.reason is None or not waiver.reason.strip():
+                self.err(
+                    "waiver-without-reason",
+                    f"the waiver for `{cls}` gives no reason",
+                    waiver.loc,
+                    f'say why it is acceptable until then: waive {cls} until {waiver.until} "reason"',
+                )
+            until = parse_date(waiver.until)
+            if until is None:
+                self.err(
+                    "bad-date",
+                    f"`{waiver.until}` is not a date: write YYYY-MM-DD, e.g. 2026-09-30",
+                    waiver.until_loc,
+                )
+            elif until < self.today:
+                self.err(
+                    "expired-waiver",
+                    f"the waiver for `{cls}` expired on {until.isoformat()} (today is {self.today.isoformat()})",
+                    waiver.until_loc,
+                    "fix what it waives, or renew it with a new date and reason",
+                )
 
     def _unused(self, decls: Iterable[ir.Decl]) -> None:
         for decl in decls:
@@ -895,7 +1108,7 @@ class _Checker:
             elif isinstance(decl, (ir.ConfigDecl, ir.FactsDecl)):
                 for leaf in decl.leaves:
                     full = f"{decl.name.value}.{leaf.name.value}"
-                    if full not in self.used and full in self.leaves:
+                    if full not in self.used and full in self.leaves and leaf.name.loc not in self.duplicates:
                         self.warn("unused", f"`{full}` is never read", leaf.name.loc)
 
 
@@ -905,3 +1118,279 @@ def _lit_kind(lit: ir.Literal) -> str:
     if isinstance(lit, ir.BoolLit):
         return f"the bool {ir.literal_text(lit)}"
     return f"the name `{lit.value}`"
+
+
+def _draft_pattern(decl: ir.ParityDecl) -> re.Pattern[str] | None:
+    """The draft regex of a parity, or None when it has none or it does not compile (reported elsewhere)."""
+    if decl.draft is None:
+        return None
+    try:
+        return re.compile(decl.draft)
+    except re.error:
+        return None
+
+
+# --------------------------------------------------------------------------------------------- across files
+
+
+def check_across_files(models: Sequence[Model]) -> list[Diagnostic]:
+    """What no single file shows: a stamp, or a runner attribute, that two rules files both declare (two
+    generated modules would each stamp it, and only one of them can be the truth)."""
+    diags: list[Diagnostic] = []
+    by_name: dict[str, StampInfo] = {}
+    by_attribute: dict[str, StampInfo] = {}
+    for model in models:
+        for info in model.stamps.values():
+            first = by_name.setdefault(info.name, info)
+            if first.decl.loc.path != info.decl.loc.path:
+                diags.append(
+                    error(
+                        "duplicate-stamp",
+                        f"stamp `{info.name}` is also declared in {first.decl.loc.path}",
+                        info.decl.name.loc,
+                        f"first declared at {first.decl.name.loc}; keep one of them",
+                    )
+                )
+            first = by_attribute.setdefault(info.attribute, info)
+            if first.decl.loc.path != info.decl.loc.path:
+                diags.append(
+                    error(
+                        "duplicate-stamp-target",
+                        f"stamps `{first.name}` ({first.decl.loc.path}) and `{info.name}` both live on "
+                        f"`runner.{info.attribute}`",
+                        info.decl.target.loc,
+                        f"first stamped at {first.decl.target.loc}",
+                    )
+                )
+    return sorted(diags, key=sort_key)
+
+
+# --------------------------------------------------------------------------------------------- imports
+
+
+_IMPORT_HINT = "make it importable from the project root, or skip the imports: `stampgen check --no-import`"
+
+
+def check_imports(model: Model, search_path: str | None = None) -> list[Diagnostic]:
+    """Import what the rules name and hold it to them, so that no generated test can pass vacuously: each
+    parity registry must import and be a mapping of names to classes, each of its hooks must be on some class
+    (a misspelt hook finds no offender, ever), each waiver must name a draft that is an offender; each
+    guarded consumer module must import and hold its consumer classes. `search_path` (the project root) is
+    put first on sys.path meanwhile. Importing runs those modules' code: `stampgen check --no-import` skips
+    this."""
+    diags: list[Diagnostic] = []
+    with _on_path(search_path):
+        for decl in model.parities:
+            diags += _registry_findings(decl)
+        for guard in model.guards:
+            diags += _consumer_findings(guard)
+    return sorted(diags, key=sort_key)
+
+
+@contextlib.contextmanager
+def _on_path(folder: str | None) -> Iterator[None]:
+    if folder is None:
+        yield
+        return
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(folder)
+
+
+def import_module(name: str) -> tuple[ModuleType | None, str]:
+    """The module, or None and why it does not import. What it prints is kept out of the report (stdout
+    may be JSON); SystemExit is a failure to import like any other."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            return importlib.import_module(name), ""
+    except (Exception, SystemExit) as exc:
+        return None, f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+
+
+def _public_names(module: ModuleType) -> list[str]:
+    return [n for n in dir(module) if not n.startswith("_")]
+
+
+def _registry_findings(decl: ir.ParityDecl) -> list[Diagnostic]:
+    module_name, _, attribute = decl.registry.partition(":")
+    module, why = import_module(module_name)
+    if module is None:
+        return [
+            error(
+                "registry-not-importable",
+                f"the registry module `{module_name}` of parity `{decl.name.value}` does not import: {why}",
+                decl.registry_loc,
+                _IMPORT_HINT,
+            )
+        ]
+    if not hasattr(module, attribute):
+        return [
+            error(
+                "unknown-registry",
+                f"`{module_name}` has no `{attribute}`",
+                decl.registry_loc,
+                did_you_mean(attribute, _public_names(module)),
+            )
+        ]
+    registry = getattr(module, attribute)
+    if not is_registry(registry):
+        return [
+            error(
+                "registry-not-a-mapping",
+                f"`{decl.registry}` is a {type(registry).__name__}, not a mapping of names to classes",
+                decl.registry_loc,
+                'the registry maps each architecture name to its class: {"QwenMTP": QwenMTP, ...}',
+            )
+        ]
+    diags = []
+    attributes = {n for cls in registry.values() for n in dir(cls) if not n.startswith("__")}
+    for hook in decl.hooks:
+        if not any(hasattr(cls, hook.value) for cls in registry.values()):
+            diags.append(
+                error(
+                    "unknown-hook",
+                    f"no class of `{decl.registry}` has `{hook.value}`: parity `{decl.name.value}` would find "
+                    "no offender, whatever the drafts do",
+                    hook.loc,
+                    did_you_mean(hook.value, attributes),
+                )
+            )
+    pattern = _draft_pattern(decl)
+    excluded = {n.value for n in decl.exclude}
+    pairs, offences = parity_pairs(decl, registry)
+    targets = dict(pairs)
+    at_least = decl.at_least if decl.at_least is not None else 1
+    if len(pairs) < at_least and pattern is not None:
+        diags.append(
+            error(
+                "too-few-pairs",
+                f"parity `{decl.name.value}` finds {len(pairs)} draft/target pair(s) in `{decl.registry}`, fewer "
+                f"than the {at_least} it requires",
+                decl.name.loc,
+                "check the draft pattern and the target suffixes against the registry's names",
+            )
+        )
+    for waiver in decl.waivers:
+        cls = waiver.cls.value
+        if cls in excluded or pattern is None or pattern.search(cls) is None:
+            continue  # the checker said so without importing
+        if cls not in registry:
+            diags.append(
+                warning(
+                    "stale-waiver",
+                    f"`{cls}` is not a class of `{decl.registry}`: the waiver waives nothing",
+                    waiver.cls.loc,
+                    did_you_mean(cls, registry) or "remove the waiver",
+                )
+            )
+        elif cls not in offences:
+            why = (
+                f"answers the hooks its target `{targets[cls]}` answers"
+                if cls in targets
+                else f"has no target in `{decl.registry}`, so parity `{decl.name.value}` never checks it"
+            )
+            diags.append(
+                warning(
+                    "stale-waiver",
+                    f"draft `{cls}` {why}: the waiver waives nothing",
+                    waiver.cls.loc,
+                    "remove the waiver",
+                )
+            )
+    return diags
+
+
+def is_registry(value: object) -> bool:
+    """A mapping of names to classes, as a parity check reads its registry."""
+    return isinstance(value, Mapping) and all(
+        isinstance(k, str) and isinstance(v, type) for k, v in value.items()
+    )
+
+
+def parity_pairs(
+    decl: ir.ParityDecl, archs: Mapping[str, type]
+) -> tuple[list[tuple[str, str]], dict[str, list[str]]]:
+    """The (draft, target) pairs a parity checks over a registry, and per offending draft the hooks that
+    only one of the pair has: what the generated check_NAME() computes, for `check` and for its tests."""
+    pattern = _draft_pattern(decl)
+    excluded = {n.value for n in decl.exclude}
+    pairs: list[tuple[str, str]] = []
+    offences: dict[str, list[str]] = {}
+    for draft in sorted(archs):
+        match = pattern.search(draft) if pattern is not None and draft not in excluded else None
+        if match is None:
+            continue
+        base = draft[: match.start()]
+        target = next((base + s for s in decl.targets if base + s in archs and base + s != draft), None)
+        if target is None:
+            continue
+        pairs.append((draft, target))
+        hooks = [
+            h.value for h in decl.hooks if hasattr(archs[draft], h.value) != hasattr(archs[target], h.value)
+        ]
+        if hooks:
+            offences[draft] = hooks
+    return pairs, offences
+
+
+def _consumer_findings(guard: ir.GuardDecl) -> list[Diagnostic]:
+    # Found, not run: a consumer module may load a GPU stack when imported (seconds of torch), and check
+    # must stay fast. The module's source is read for the names it binds at its top level; the generated
+    # guard tests import it and build each consumer.
+    names, why = _module_top_level_names(guard.module)
+    if names is None:
+        return [
+            error(
+                "consumer-module-not-importable",
+                f"the consumer module `{guard.module}` cannot be found: {why}",
+                guard.module_loc,
+                _IMPORT_HINT,
+            )
+        ]
+    return [
+        error(
+            "unknown-consumer",
+            f"`{guard.module}` has no class `{consumer.value}`: its guard test could not build it",
+            consumer.loc,
+            did_you_mean(consumer.value, names),
+        )
+        for consumer in guard.consumers
+        if consumer.value not in names
+    ]
+
+
+def _module_top_level_names(name: str) -> tuple[set[str] | None, str]:
+    """The names a module's source binds at its top level (classes, functions, assignments, imports), or
+    None and why it cannot be found; a module without Python source is imported instead."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (Exception, SystemExit) as exc:  # a parent package that fails to import, a bad name
+        return None, f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+    if spec is None:
+        return None, f"no module named {name!r}"
+    source = None
+    if spec.origin and spec.origin.endswith(".py"):
+        try:
+            source = Path(spec.origin).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):
+            source = None
+    if source is None:
+        module, why = import_module(name)
+        return (None, why) if module is None else (set(_public_names(module)), "")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return None, f"SyntaxError: {exc.msg} (line {exc.lineno})"
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names, ""

@@ -106,19 +106,44 @@ def _require_readable(files: list[str], err: TextIO) -> None:
         raise _Exit(EXIT_USAGE)
 
 
-def _load_all(paths: list[str] | None, err: TextIO) -> list[Loaded]:
+def _load_all(paths: list[str] | None, err: TextIO, *, analyze: bool = False) -> list[Loaded]:
+    """The rules files, parsed and checked; `analyze` adds what only `check` reports (dead rules, what
+    generating would refuse)."""
     from stampgen.codegen.load import load
 
-    return [load(p) for p in _discover(paths, err)]
+    return [load(p, analyze=analyze) for p in _discover(paths, err)]
 
 
 # --------------------------------------------------------------------------------------------- commands
 
 
+def _add_cross_file_findings(loaded: list[Loaded], imports: bool) -> None:
+    """Add to each file what only `check` finds, over every file it loaded: a stamp or a runner attribute
+    two files declare, and (unless `imports` is False) what importing the named registries and consumer
+    modules shows. Only files that checked clean take part."""
+    from stampgen.codegen.checks import check_across_files, check_imports
+    from stampgen.codegen.diagnostics import sort_key
+    from stampgen.codegen.project import find_project
+
+    models = [item.model for item in loaded if item.ok and item.model is not None]
+    found = check_across_files(models)
+    if imports and models:
+        root = str(find_project().root)
+        found += [d for model in models for d in check_imports(model, root)]
+    by_path = {item.path: item for item in loaded}
+    for diag in found:
+        by_path[diag.loc.path].diagnostics.append(diag)
+    for item in loaded:
+        item.diagnostics.sort(key=sort_key)
+
+
 def cmd_check(args, out: TextIO, err: TextIO) -> int:
-    loaded = _load_all(args.paths, err)
+    loaded = _load_all(args.paths, err, analyze=True)
+    _add_cross_file_findings(loaded, imports=not args.no_import)
     diags = [d for item in loaded for d in item.diagnostics]
     errors = sum(d.is_error for d in diags)
+    # --strict / -W error: a warning is a finding too (exit 1), for CI that keeps dead rules out
+    findings = len(diags) if args.strict or args.warnings == "error" else errors
     if args.format == "json":  # machine-readable, on stdout
         rows = [
             {
@@ -131,13 +156,25 @@ def cmd_check(args, out: TextIO, err: TextIO) -> int:
                 "code": d.code,
                 "message": d.message,
                 "hint": d.hint,
+                "notes": [
+                    {
+                        "path": n.loc.path,
+                        "line": n.loc.line,
+                        "col": n.loc.col,
+                        "end_line": n.loc.end_line,
+                        "end_col": n.loc.end_col,
+                        "message": n.message,
+                    }
+                    for n in d.notes
+                ],
             }
             for d in diags
         ]
         out.write(json.dumps(rows, indent=2) + "\n")
     elif args.format == "github":  # workflow commands: annotations on the pull request's diff
         for d in diags:
-            text = d.message + (f" ({d.hint})" if d.hint else "")
+            text = d.message + "".join(f" (note: {n.loc}: {n.message})" for n in d.notes)
+            text += f" ({d.hint})" if d.hint else ""
             text = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
             out.write(
                 f"::{d.severity} file={d.loc.path},line={d.loc.line},col={d.loc.col},title={d.code}::{text}\n"
@@ -145,9 +182,9 @@ def cmd_check(args, out: TextIO, err: TextIO) -> int:
     else:
         for item in loaded:
             _print_diagnostics(item, err)
-        if diags and not (args.quiet and not errors):  # the count is a summary when all are warnings
+        if diags and not (args.quiet and not findings):  # the count is a summary when nothing fails
             print(f"{errors} error(s), {len(diags) - errors} warning(s) in {len(loaded)} file(s)", file=err)
-    return EXIT_FINDINGS if errors else EXIT_OK
+    return EXIT_FINDINGS if findings else EXIT_OK
 
 
 def cmd_generate(args, out: TextIO, err: TextIO) -> int:
@@ -231,8 +268,13 @@ def cmd_explain(args, out: TextIO, err: TextIO) -> int:
     model = _model_with_stamp(args, err)
     stamp = model.stamps[args.stamp]
     notes: list[str] = []
-    try:
-        given = explain_mod.parse_settings(model, stamp, args.set or [], notes)
+    given: dict[str, object] = {}
+    try:  # files first, in order; --set overrides them
+        for path in args.config or []:
+            given.update(explain_mod.load_inputs(model, stamp, path, explain_mod.CONFIG, notes))
+        for path in args.facts or []:
+            given.update(explain_mod.load_inputs(model, stamp, path, explain_mod.FACTS, notes))
+        given.update(explain_mod.parse_settings(model, stamp, args.set or [], notes))
     except explain_mod.InputError as exc:
         raise UsageError(str(exc)) from None
     ex = explain_mod.explain(model, args.stamp, given, notes)
@@ -268,66 +310,113 @@ def cmd_table(args, out: TextIO, err: TextIO) -> int:
     return EXIT_OK
 
 
-def _git(root: Path, *argv: str) -> str:
+def _git(root: Path, *argv: str, quiet: bool = False) -> str:
+    """git's output; a failure is a usage error with git's message (exit 2), or "" with quiet=True."""
     try:
         result = subprocess.run(["git", "-C", str(root), *argv], capture_output=True, text=True)
     except OSError as exc:
+        if quiet:
+            return ""
         raise UsageError(f"cannot run git: {exc.strerror or exc}") from None
     if result.returncode != 0:
+        if quiet:
+            return ""
         raise UsageError(f"git {' '.join(argv)}: {result.stderr.strip() or 'failed'}")
     return result.stdout
 
 
-def _models_at(rev: str | None, err: TextIO) -> dict[str, Loaded]:
-    """Every rules file at a git revision (None = the working tree), or one .rules file given by path;
-    keyed by their names relative to the project root, so that both sides of a diff agree from any
-    subfolder."""
-    from stampgen.codegen.load import discover, load, load_text
-    from stampgen.codegen.project import find_project
+def _models_at(spec: str | None, project, top: Path | None, err: TextIO):  # -> diff.Version
+    """One side of a diff: a .rules file named by path, the project's rules in the working tree (None), or
+    the project's rules at a git revision. Files are keyed by their path relative to the project root, so
+    both sides pair up from any folder (the project may be a subfolder of the git repository, `top`), and
+    inside a git repository they are named relative to its top, as GitHub names them."""
+    from pathlib import PurePosixPath
 
-    if rev is not None and rev.endswith(".rules"):
-        _require_readable([rev], err)
-        return {"rules": load(rev)}
-    project = find_project()
-    if rev is None:
-        return {project.relative(p): load(p) for p in discover(None, project)}
-    rules_dir = project.relative(project.rules_dir)
-    listed = _git(project.root, "ls-tree", "-r", "--name-only", rev, "--", f"{rules_dir}/")
-    names = [n for n in listed.splitlines() if n.endswith(".rules")]  # relative to the root (git -C)
-    # `REV:./PATH` is relative to `-C`'s folder, which need not be the top of the git repository
-    return {n: load_text(_git(project.root, "show", f"{rev}:./{n}"), f"{n}@{rev}") for n in names}
+    from stampgen.codegen.diff import Version
+    from stampgen.codegen.load import discover, load, load_text
+
+    if spec is not None and spec.endswith(".rules"):
+        _require_readable([spec], err)
+        return Version(spec, {Path(spec).name: load(spec)}, single=True)
+    prefix = PurePosixPath(project.root.relative_to(top).as_posix()) if top else None
+    rules = project.settings.rules
+    if spec is None:
+        keys = {project.relative(p): p for p in discover(None, project)}
+        if top is None or prefix is None:
+            return Version("the working tree", {k: load(p) for k, p in keys.items()})
+        files = {k: load(p, (prefix / k).as_posix()) for k, p in keys.items()}
+        # links to HEAD only when the rules there are what was read (a status that never writes the index)
+        status = ("--no-optional-locks", "status", "--porcelain", "--", (prefix / rules).as_posix())
+        clean = not _git(top, *status).strip()
+        commit = _git(top, "rev-parse", "--verify", "--quiet", "HEAD", quiet=True).strip() if clean else ""
+        return Version("the working tree", files, commit or None)
+    if top is None or prefix is None:
+        raise UsageError(f"{spec!r} is not a .rules file, and {project.root} is not in a git repository")
+    commit = _git(top, "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}", quiet=True).strip()
+    if not commit:
+        raise UsageError(f"git: no commit {spec!r} in this repository (fetch it, or name a .rules file)")
+    folder = prefix / rules
+    listed = _git(top, "ls-tree", "-r", "-z", "--name-only", commit, "--", f"{folder.as_posix()}/")
+    paths = [PurePosixPath(p) for p in listed.split("\0") if p.endswith(".rules")]
+    files = {
+        p.relative_to(prefix).as_posix(): load_text(
+            _git(top, "show", f"{commit}:{p.as_posix()}"), p.as_posix()
+        )
+        for p in paths
+        if p.parent == folder  # the rules folder's own files, as discover() finds them
+    }
+    return Version(spec, files, commit)
 
 
 def cmd_diff(args, out: TextIO, err: TextIO) -> int:
-    from stampgen.codegen import table as table_mod
+    from stampgen.codegen import diff as diff_mod
     from stampgen.codegen.project import find_project
+    from stampgen.codegen.table import TableTooLarge
 
-    base, head = args.base, args.head
+    if args.base is not None and args.base_rev is not None:
+        raise UsageError(f"the base is given twice: {args.base!r} and --base {args.base_rev!r}")
+    project = find_project()
+    found_top = _git(project.root, "rev-parse", "--show-toplevel", quiet=True).strip()
+    top = Path(found_top).resolve() if found_top else None
+    if top is not None and top != project.root and top not in project.root.parents:
+        top = None  # a project outside the repository git found: read it as plain files
+    base, how = args.base if args.base is not None else args.base_rev, ""
     if base is None:
-        base = _git(find_project().root, "merge-base", "main", "HEAD").strip()
-    old, new = _models_at(base, err), _models_at(head, err)
-    for item in (*old.values(), *new.values()):
+        if top is None:
+            raise UsageError(f"no base to compare with: {project.root} is not in a git repository")
+        try:
+            base, how = diff_mod.default_base(lambda *argv: _git(top, *argv, quiet=True))
+        except diff_mod.DiffError as exc:
+            raise UsageError(str(exc)) from None
+    old, new = _models_at(base, project, top, err), _models_at(args.head, project, top, err)
+    if how:
+        old.label = f"{base[:12]} ({how})"
+    for item in (*old.files.values(), *new.files.values()):
         if not item.ok:
             _print_diagnostics(item, err)
             raise _Exit(EXIT_FINDINGS)
-    changes = []
-    for name in sorted(set(old) | set(new)):
-        a = old.get(name)
-        b = new.get(name)
-        try:
-            changes += table_mod.diff_models(a.model if a else None, b.model if b else None)
-        except table_mod.TableTooLarge as exc:
-            print(f"stampgen diff: error: the decision table is too large to enumerate ({exc})", file=err)
-            return EXIT_USAGE
+    try:
+        changes = [
+            change
+            for _, a, b in diff_mod.pair(old, new)
+            for change in diff_mod.diff_models(a.model if a else None, b.model if b else None)
+        ]
+    except diff_mod.DiffError as exc:
+        raise UsageError(str(exc)) from None
+    except TableTooLarge as exc:
+        print(f"stampgen diff: error: the decision table is too large to enumerate ({exc})", file=err)
+        return EXIT_USAGE
     if args.format == "json":
-        import msgspec
-
-        out.write(json.dumps(msgspec.to_builtins(changes), indent=2) + "\n")
+        out.write(json.dumps(diff_mod.to_json(changes, old.label, new.label), indent=2) + "\n")
     elif args.format == "markdown":
-        out.write(table_mod.changes_to_markdown(changes))
+        remote = _git(top, "remote", "get-url", "origin", quiet=True) if top else ""
+        links = (diff_mod.github_blob_base(remote, old.commit), diff_mod.github_blob_base(remote, new.commit))
+        out.write(diff_mod.to_markdown(changes, old.label, new.label, links))
+    elif args.format == "github":
+        out.write(diff_mod.to_github(changes, [item.path for item in new.files.values()]))
     else:
-        out.write(table_mod.changes_to_text(changes))
-    return EXIT_FINDINGS if changes else EXIT_OK
+        out.write(diff_mod.to_text(changes))
+    return EXIT_FINDINGS if changes and not args.exit_zero else EXIT_OK
 
 
 # --------------------------------------------------------------------------------------------- entry
@@ -354,6 +443,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="text",
         help="text (stderr, with source lines and carets), json or github annotations (stdout)",
     )
+    p.add_argument("--no-import", action="store_true", help="do not import the modules the rules name")
+    p.add_argument("--strict", action="store_true", help="warnings are findings too: exit 1 on any")
+    p.add_argument("-W", dest="warnings", choices=("error",), help="`-W error`: the same as --strict")
     p.set_defaults(run=cmd_check)
 
     p = sub.add_parser("generate", help="write generated/ from the rules", parents=[common])
@@ -372,6 +464,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("explain", help="resolve one stamp for given inputs and say why", parents=[common])
     p.add_argument("stamp")
     p.add_argument("--set", action="append", metavar="NAME=VALUE", help="a config leaf, slot or fact")
+    p.add_argument(
+        "--facts", action="append", metavar="FILE", help="a runner's facts, .json or .toml (--set overrides)"
+    )
+    p.add_argument(
+        "--config", action="append", metavar="FILE", help="config leaves, .json or .toml (--set overrides)"
+    )
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument(
         "--rules", dest="paths", action="append", metavar="PATH", help="rules files (default: rules/)"
@@ -387,9 +485,18 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "diff", help="behaviour diff between two git revisions or two .rules files", parents=[common]
     )
-    p.add_argument("base", nargs="?", help="git revision or .rules file (default: merge-base with main)")
+    p.add_argument(
+        "base",
+        nargs="?",
+        help="git revision or .rules file (default: --base, $STAMPGEN_DIFF_BASE, else the merge-base of HEAD "
+        "with origin/HEAD, main or master)",
+    )
     p.add_argument("head", nargs="?", help="git revision or .rules file (default: the working tree)")
-    p.add_argument("--format", choices=("text", "markdown", "json"), default="text")
+    p.add_argument("--base", dest="base_rev", metavar="REV", help="the base revision (instead of BASE)")
+    p.add_argument(
+        "--exit-zero", action="store_true", help="exit 0 when decisions changed (2 stays an error)"
+    )
+    p.add_argument("--format", choices=("text", "markdown", "json", "github"), default="text")
     p.set_defaults(run=cmd_diff)
     return parser
 

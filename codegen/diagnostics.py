@@ -10,12 +10,20 @@ import msgspec
 from stampgen.codegen.ir import Loc
 
 
+class Note(msgspec.Struct, frozen=True):
+    """A secondary position of a diagnostic: the rule that shadows, pre-empts or overlaps the one reported."""
+
+    message: str
+    loc: Loc
+
+
 class Diagnostic(msgspec.Struct, frozen=True):
     severity: str  # "error" | "warning"
     code: str  # stable identifier, e.g. "unknown-name"; golden tests pin the message per code
     message: str
     loc: Loc
     hint: str | None = None
+    notes: tuple[Note, ...] = ()  # shown under the caret, each with its own position, source line and caret
 
     @property
     def is_error(self) -> bool:
@@ -37,22 +45,29 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
 
 
 def render(diag: Diagnostic, source: str | None) -> str:
-    """`PATH:LINE:COL: error: MESSAGE [code]`, then the source line and a caret under the span."""
-    head = f"{diag.loc}: {diag.severity}: {diag.message} [{diag.code}]"
-    lines = [head]
-    if source is not None:
-        # lines as the parser counts them: \n only (splitlines() also splits at \f, \x1c, U+2028...)
-        src_lines = [line.removesuffix("\r") for line in source.split("\n")]
-        if 1 <= diag.loc.line <= len(src_lines):
-            text = src_lines[diag.loc.line - 1].expandtabs(1)
-            width = 1
-            if diag.loc.end_line == diag.loc.line and diag.loc.end_col > diag.loc.col:
-                width = max(1, min(diag.loc.end_col, len(text) + 1) - diag.loc.col)
-            lines.append(f"  {text}")
-            lines.append("  " + " " * (diag.loc.col - 1) + "^" + "~" * (width - 1))
+    """`PATH:LINE:COL: error: MESSAGE [code]`, then the source line and a caret under the span; then each
+    note as `note: PATH:LINE:COL: MESSAGE` with its own source line and caret, indented one step more."""
+    # lines as the parser counts them: \n only (splitlines() also splits at \f, \x1c, U+2028...)
+    src_lines = None if source is None else [line.removesuffix("\r") for line in source.split("\n")]
+    lines = [f"{diag.loc}: {diag.severity}: {diag.message} [{diag.code}]"]
+    lines += _excerpt(diag.loc, src_lines, "  ")
+    for note in diag.notes:
+        lines.append(f"  note: {note.loc}: {note.message}")
+        lines += _excerpt(note.loc, src_lines, "    ")
     if diag.hint:
         lines.append(f"  hint: {diag.hint}")
     return "\n".join(lines)
+
+
+def _excerpt(loc: Loc, src_lines: list[str] | None, indent: str) -> list[str]:
+    """The source line of `loc` and a caret under its span (one character when the span spans lines)."""
+    if src_lines is None or not 1 <= loc.line <= len(src_lines):
+        return []
+    text = src_lines[loc.line - 1].expandtabs(1)
+    width = 1
+    if loc.end_line == loc.line and loc.end_col > loc.col:
+        width = max(1, min(loc.end_col, len(text) + 1) - loc.col)
+    return [f"{indent}{text}", indent + " " * (loc.col - 1) + "^" + "~" * (width - 1)]
 
 
 def sort_key(diag: Diagnostic) -> tuple[str, int, int, str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stampgen.codegen import interpreter, ir
-from stampgen.codegen.model import EnumT, IntT, Model, StampInfo, Type, ValidateInfo, domain
+from stampgen.codegen.model import EnumT, IntT, LaunchInfo, Model, StampInfo, Type, ValidateInfo, domain
 
 # Differential tests: the whole finite domain when it has at most this many rows; else the abstract domain
 # (see `_abstract_classes`); else this many rows drawn from the abstract domain with a fixed seed.
@@ -274,25 +274,40 @@ def stamping_domain(model: Model, info: StampInfo) -> InputDomain:
     return make_domain(inputs, mentions)
 
 
+def _launch_names(launch: LaunchInfo, mentions: _Mentions) -> list[str]:
+    """What one launch block reads (and writes), noting what it says about each input in `mentions`."""
+    names: list[str] = []
+    for stmt in launch.decl.stmts:
+        if isinstance(stmt, ir.SetStmt):
+            mentions.expr(stmt.when)
+            mentions.set_value(stmt.target.name, stmt.value.value)
+            names.append(stmt.target.name)
+            names += [r.name for r in ir.expr_refs(stmt.when)] if stmt.when else []
+        elif isinstance(stmt, ir.Check):
+            mentions.expr(stmt.cond)
+            names += [r.name for r in ir.expr_refs(stmt.cond)]
+        else:
+            mentions.chain(stmt)
+            for tier in stmt.tiers:
+                names += [tier.ref.name] if tier.ref else []
+                names += [r.name for r in ir.expr_refs(tier.when)] if tier.when else []
+    return names
+
+
 def launch_domain(model: Model) -> InputDomain:
     """The inputs of every launch block together (they run in order, each seeing the last one's writes)."""
     mentions = _Mentions()
     names: list[str] = []
     for launch in model.launches:
-        for stmt in launch.decl.stmts:
-            if isinstance(stmt, ir.SetStmt):
-                mentions.expr(stmt.when)
-                mentions.set_value(stmt.target.name, stmt.value.value)
-                names.append(stmt.target.name)
-                names += [r.name for r in ir.expr_refs(stmt.when)] if stmt.when else []
-            elif isinstance(stmt, ir.Check):
-                mentions.expr(stmt.cond)
-                names += [r.name for r in ir.expr_refs(stmt.cond)]
-            else:
-                mentions.chain(stmt)
-                for tier in stmt.tiers:
-                    names += [tier.ref.name] if tier.ref else []
-                    names += [r.name for r in ir.expr_refs(tier.when)] if tier.when else []
+        names += _launch_names(launch, mentions)
+    _mention_defaults(model, mentions, names)
+    return make_domain(_leaf_inputs(model, names), mentions)
+
+
+def launch_block_domain(model: Model, launch: LaunchInfo) -> InputDomain:
+    """The inputs of one launch block on its own."""
+    mentions = _Mentions()
+    names = _launch_names(launch, mentions)
     _mention_defaults(model, mentions, names)
     return make_domain(_leaf_inputs(model, names), mentions)
 
@@ -317,3 +332,12 @@ def validate_domain(model: Model, info: ValidateInfo) -> InputDomain:
         inputs += [(f"{stamp.name}.{f.name}", f.type, False) for f in stamp.fields]
     inputs += _leaf_inputs(model, names)
     return make_domain(inputs, mentions)
+
+
+# --------------------------------------------------------------------------------------------- refusals
+
+
+def refused_values(t: IntT) -> tuple[Any, ...]:
+    """Values an input of `t` must refuse (the generated code and the interpreter alike): an int outside
+    its domain, a domain value written as a string, and a bool (which Python would compare as 0 or 1)."""
+    return (max(t.values) + 1, str(t.values[0]), True)

@@ -26,6 +26,8 @@ _STATEMENT_KEYWORDS = {
     "exclude",
     "hooks",
     "at_least",
+    "waive",
+    "use",
 }
 _NO_SPACE_BEFORE = {",", ":", "?", ")"}
 _NO_SPACE_AFTER = {"("}

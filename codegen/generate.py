@@ -42,6 +42,7 @@ CODEGEN_DIR = Path(__file__).resolve().parent
 # The files whose content decides the output (the CLI and other commands are not among them).
 GENERATOR_SOURCES = (
     "grammar/stampgen.lark",
+    "codegen/analysis.py",
     "codegen/checks.py",
     "codegen/diagnostics.py",
     "codegen/domains.py",
@@ -172,14 +173,22 @@ def render_outputs(
     loaded = []
     for source in sources:
         progress.stage(f"checking {source}")
-        loaded.append(load(str(project.root / source), source))
+        loaded.append(load(str(project.root / source), source, analyze=False))  # warnings are check's
 
     def report(diagnostics: list[Diagnostic], item: Loaded) -> None:
         # generated code names the file relative to the project root; a user reads it from where they are
         shown = _shown(project, project.root / item.path)
         for diag in sorted(diagnostics, key=sort_key):
             if diag.loc.path == item.path:
-                diag = msgspec.structs.replace(diag, loc=msgspec.structs.replace(diag.loc, path=shown))
+                notes = tuple(
+                    msgspec.structs.replace(n, loc=msgspec.structs.replace(n.loc, path=shown))
+                    if n.loc.path == item.path
+                    else n
+                    for n in diag.notes
+                )
+                diag = msgspec.structs.replace(
+                    diag, loc=msgspec.structs.replace(diag.loc, path=shown), notes=notes
+                )
             print(render_diagnostic(diag, item.source), file=err)
 
     failed = False

@@ -23,6 +23,8 @@ class _Unknown:
 
 
 UNKNOWN: Any = _Unknown()
+UNDECIDED = "undecided"  # the status of an outcome the given inputs do not decide
+NOT_REACHED = "not reached"
 
 
 class RuleViolation(msgspec.Struct, frozen=True):
@@ -73,7 +75,7 @@ def show_value(value: Any) -> str:
     if value is None:
         return "unset"
     if value is UNKNOWN:
-        return "not given"
+        return "undecided"
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -134,15 +136,31 @@ def eval_expr(e: ir.Expr, env: Mapping[str, Any], stamp_fields: Mapping[str, tup
     return {"<": value < lit, "<=": value <= lit, ">=": value >= lit}[e.op]
 
 
-def _inputs_note(e: ir.Expr, env: Mapping[str, Any], stamp_fields: Mapping[str, tuple[str, ...]]) -> str:
+def _expr_names(e: ir.Expr, stamp_fields: Mapping[str, tuple[str, ...]]) -> list[str]:
+    """The names an expression reads, in order, once each (`value in Stamp` reads every field)."""
     names = []
     for ref in ir.expr_refs(e):
         if isinstance(e, ir.AnyField) or ref.name in stamp_fields:
             names += [f"{ref.name}.{f}" for f in stamp_fields.get(ref.name, ())]
         else:
             names.append(ref.name)
-    seen = dict.fromkeys(names)
-    return ", ".join(f"{n} = {show_value(_lookup(env, n))}" for n in seen)
+    return list(dict.fromkeys(names))
+
+
+def shown(env: Mapping[str, Any], name: str) -> str:
+    """A name's value for an explanation: "not given" for an input absent from `env`."""
+    return show_value(env[name]) if name in env else "not given"
+
+
+def _inputs_note(e: ir.Expr, env: Mapping[str, Any], stamp_fields: Mapping[str, tuple[str, ...]]) -> str:
+    return ", ".join(f"{n} = {shown(env, n)}" for n in _expr_names(e, stamp_fields))
+
+
+def _missing(e: ir.Expr | None, env: Mapping[str, Any], stamp_fields: Mapping[str, tuple[str, ...]] = {}):
+    """The names `e` reads whose value is UNKNOWN (not given, or undecided), in order."""
+    if e is None:
+        return ()
+    return tuple(n for n in _expr_names(e, stamp_fields) if _lookup(env, n) is UNKNOWN)
 
 
 # --------------------------------------------------------------------------------------------- chains
@@ -152,9 +170,13 @@ class TierOutcome(msgspec.Struct):
     tier: str  # the label: flag / auto / base / follow / const
     text: str  # the tier as written
     source: str
-    status: str  # won / lost / not reached / unknown
+    status: str  # won / lost / not reached / undecided
     reason: str
     value: Any = None
+    missing: tuple[str, ...] = ()  # undecided: the names it read whose value is UNKNOWN
+    # explain fills these after enumerating the inputs not given (codegen/explain.py)
+    possible: tuple[str, ...] = ()  # undecided: the statuses it takes over them
+    decided_by: tuple[str, ...] = ()  # the inputs not given that decide it
 
 
 class FieldOutcome(msgspec.Struct):
@@ -163,6 +185,9 @@ class FieldOutcome(msgspec.Struct):
     source: str | None
     tiers: list[TierOutcome]
     origin: str | None = None  # the input the value was copied from (flag/base/auto), for symbolic tables
+    # explain fills these for a value the given inputs leave UNKNOWN (codegen/explain.py)
+    candidates: list[Any] = []  # every value it takes over the inputs not given
+    decided_by: list[str] = []  # the inputs not given that decide it
 
 
 def tier_text(tier: ir.Tier) -> str:
@@ -179,45 +204,72 @@ def resolve_chain(
     explain: bool = True,
 ) -> FieldOutcome:
     """First tier whose condition holds and which yields a value wins. With explain=False the outcome
-    carries no tier texts or reasons (decision tables ask for thousands of rows, and read none of them)."""
+    carries no tier texts or reasons (decision tables ask for thousands of rows, and read none of them).
+
+    A tier the inputs cannot decide (its condition, or the value it copies, is UNKNOWN) is UNDECIDED, and
+    the tiers after it are still evaluated: the first one that surely yields ends the chain. The value is
+    UNKNOWN unless every tier that may win gives the same value; the deciding tier is then None.
+    """
     outcomes: list[TierOutcome] = []
     winner: FieldOutcome | None = None
+    maybe: list[Any] = []  # the values of the undecided tiers before the winner
     for tier in field.tiers:
         text, source = (tier_text(tier) if explain else ""), str(tier.loc)
         if winner is not None:
             if explain:
-                outcomes.append(
-                    TierOutcome(tier.kind, text, source, "not reached", f"the {winner.tier} tier won")
-                )
+                reason = "a tier above wins" if maybe else f"the {winner.tier} tier won"
+                outcomes.append(TierOutcome(tier.kind, text, source, NOT_REACHED, reason))
             continue
+        holds: Any = True
         if tier.when is not None:
             holds = eval_expr(tier.when, env, stamp_fields)
-            note = _inputs_note(tier.when, env, stamp_fields) if explain else ""
-            if holds is UNKNOWN:
-                outcomes.append(TierOutcome(tier.kind, text, source, "unknown", f"cannot decide: {note}"))
-                winner = FieldOutcome(UNKNOWN, tier.kind, source, outcomes)
-                continue
-            if not holds:
+            if holds is False:
                 if explain:
-                    reason = f"`{show_expr(tier.when)}` is false ({note})"
-                    outcomes.append(TierOutcome(tier.kind, text, source, "lost", reason))
+                    note = _inputs_note(tier.when, env, stamp_fields)
+                    outcomes.append(
+                        TierOutcome(
+                            tier.kind, text, source, "lost", f"`{show_expr(tier.when)}` is false ({note})"
+                        )
+                    )
                 continue
+        ref = tier.ref.name if tier.ref is not None else ""  # every tier but a constant copies a name
         if tier.kind == "const":
             value, origin, why = tier.value.value, None, "the constant"
         else:
-            value = _lookup(env, tier.ref.name)
-            origin = origins.get(tier.ref.name, tier.ref.name) if tier.kind == "follow" else tier.ref.name
-            why = f"{tier.ref.name} = {show_value(value)}" if explain else ""
-        if tier.when is not None and explain:
-            why += f", and `{show_expr(tier.when)}` holds ({_inputs_note(tier.when, env, stamp_fields)})"
+            value = _lookup(env, ref)
+            origin = origins.get(ref, ref) if tier.kind == "follow" else ref
+            why = f"{ref} = {shown(env, ref)}" if explain else ""
         if value is None:
             if explain:
-                outcomes.append(TierOutcome(tier.kind, text, source, "lost", f"{tier.ref.name} is unset"))
+                outcomes.append(TierOutcome(tier.kind, text, source, "lost", f"{ref} is unset"))
             continue
-        outcomes.append(
-            TierOutcome(tier.kind, text, source, "unknown" if value is UNKNOWN else "won", why, value)
-        )
+        if holds is UNKNOWN or value is UNKNOWN:
+            missing = _missing(tier.when, env, stamp_fields)
+            if value is UNKNOWN:
+                missing += (ref,)
+            reason = ""
+            if explain:
+                cond = "" if tier.when is None else f"`{show_expr(tier.when)}`"
+                note = "" if tier.when is None else _inputs_note(tier.when, env, stamp_fields)
+                if holds is UNKNOWN:
+                    reason = f"yields {show_value(value)} if {cond} holds ({note})"
+                else:
+                    reason = why + (f", and {cond} holds ({note})" if cond else "")
+            outcomes.append(TierOutcome(tier.kind, text, source, UNDECIDED, reason, value, missing))
+            maybe.append(value)
+            continue
+        if tier.when is not None and explain:
+            why += f", and `{show_expr(tier.when)}` holds ({_inputs_note(tier.when, env, stamp_fields)})"
+        if maybe:
+            why += "; it wins unless a tier above yields" if explain else ""
+            outcomes.append(TierOutcome(tier.kind, text, source, UNDECIDED, why, value))
+        else:
+            outcomes.append(TierOutcome(tier.kind, text, source, "won", why, value))
         winner = FieldOutcome(value, tier.kind, source, outcomes, origin)
+    if maybe:
+        values = [*maybe, winner.value] if winner is not None else maybe
+        decided = winner is not None and all(v is not UNKNOWN and v == values[0] for v in values)
+        return FieldOutcome(values[0] if decided else UNKNOWN, None, None, outcomes)
     if winner is None:  # unreachable for a checked model: every chain is total
         return FieldOutcome(None, None, None, outcomes)
     winner.tiers = outcomes
@@ -318,122 +370,220 @@ def input_domain(t: Type, optional: bool) -> tuple[Any, ...]:
 # --------------------------------------------------------------------------------------------- gates, launch, validate
 
 
+class Condition(msgspec.Struct, frozen=True):
+    """One top-level condition of a gate (a conjunct of its `when`), and its value for the inputs."""
+
+    text: str
+    value: str  # true / false / undecided
+    note: str  # the values it read
+
+
 class GateOutcome(msgspec.Struct):
     gate: str
     source: str
-    status: str  # yields / declines / unknown
+    status: str  # yields / declines / undecided
     reason: str
-    value: Any = None
+    value: Any = None  # what it yields (undecided: what it yields if it does)
+    missing: tuple[str, ...] = ()  # undecided: the names it read whose value is UNKNOWN
+    conditions: tuple[Condition, ...] = ()  # with run_gate(conditions=True)
+    # explain fills these after enumerating the inputs not given (codegen/explain.py)
+    possible: tuple[str, ...] = ()
+    decided_by: tuple[str, ...] = ()
 
 
-def run_gate(model: Model, name: str, env: Mapping[str, Any]) -> GateOutcome:
+def _conjuncts(e: ir.Expr) -> list[ir.Expr]:
+    """The top-level conditions of `a and b and c`."""
+    if isinstance(e, ir.And):
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+def _truth(value: Any) -> str:
+    return UNDECIDED if value is UNKNOWN else "true" if value else "false"
+
+
+def run_gate(model: Model, name: str, env: Mapping[str, Any], *, conditions: bool = False) -> GateOutcome:
+    """A gate's outcome; with conditions=True it also lists the value of each top-level condition."""
     info = model.autos[name]
     decl = info.decl
+    listed: tuple[Condition, ...] = ()
+    if conditions:
+        listed = tuple(
+            Condition(show_expr(c), _truth(eval_expr(c, env)), _inputs_note(c, env, {}))
+            for c in _conjuncts(decl.when)
+        )
     holds = eval_expr(decl.when, env)
     if holds is True:
-        return GateOutcome(name, str(decl.loc), "yields", "every condition holds", decl.value.value)
+        return GateOutcome(
+            name, str(decl.loc), "yields", "every condition holds", decl.value.value, conditions=listed
+        )
     failed = _first_failing(decl.when, env)
     if holds is UNKNOWN:
-        return GateOutcome(name, str(decl.loc), "unknown", f"cannot decide without {failed}")
-    return GateOutcome(name, str(decl.loc), "declines", failed)
+        return GateOutcome(
+            name,
+            str(decl.loc),
+            UNDECIDED,
+            f"cannot decide without {failed}",
+            decl.value.value,
+            _missing(decl.when, env),
+            listed,
+        )
+    return GateOutcome(name, str(decl.loc), "declines", failed, conditions=listed)
 
 
-def _first_failing(e: ir.Expr, env: Mapping[str, Any]) -> str:
+def _first_failing(
+    e: ir.Expr, env: Mapping[str, Any], stamp_fields: Mapping[str, tuple[str, ...]] = {}
+) -> str:
     """The first conjunct that is not true, with the values it read (the `why` of a declined gate)."""
-    conjuncts: list[ir.Expr] = []
-
-    def flatten(x: ir.Expr) -> None:
-        if isinstance(x, ir.And):
-            flatten(x.left)
-            flatten(x.right)
-        else:
-            conjuncts.append(x)
-
-    flatten(e)
     unknown = None
-    for c in conjuncts:
-        v = eval_expr(c, env)
+    for c in _conjuncts(e):
+        v = eval_expr(c, env, stamp_fields)
         if v is False:
-            return f"`{show_expr(c)}` is false ({_inputs_note(c, env, {})})"
+            return f"`{show_expr(c)}` is false ({_inputs_note(c, env, stamp_fields)})"
         if v is UNKNOWN and unknown is None:
-            unknown = ", ".join(r.name for r in ir.expr_refs(c) if _lookup(env, r.name) is UNKNOWN)
+            unknown = ", ".join(_missing(c, env, stamp_fields))
     return unknown or "nothing"
 
 
-def slot_values(model: Model, stamp: StampInfo, env: Mapping[str, Any], given: Mapping[str, Any]):
-    """Each slot's value: given directly, else the first of its gates that yields."""
+def slot_values(
+    model: Model,
+    stamp: StampInfo,
+    env: Mapping[str, Any],
+    given: Mapping[str, Any],
+    *,
+    conditions: bool = False,
+):
+    """Each slot's value: given directly, else the first of its gates that yields (None when none does).
+
+    A gate the inputs cannot decide may or may not yield: the gates after it are asked too, and the slot
+    is UNKNOWN unless every way it can go gives the same value.
+    """
     values: dict[str, Any] = {}
     outcomes: dict[str, list[GateOutcome]] = {}
     for slot in stamp.slots:
+        outcomes[slot.name] = []
         if slot.name in given:
             values[slot.name] = coerce(slot.type, given[slot.name])
-            outcomes[slot.name] = []
             continue
-        values[slot.name] = None
-        outcomes[slot.name] = []
+        possible: list[Any] = []
         for gate in slot.sources:
-            result = run_gate(model, gate, env)
+            result = run_gate(model, gate, env, conditions=conditions)
             outcomes[slot.name].append(result)
+            if result.status != "declines":
+                possible.append(result.value)
             if result.status == "yields":
-                values[slot.name] = result.value
                 break
-            if result.status == "unknown":
-                # not given = unset: an undecidable gate hands the resolver nothing (explain says why)
-                break
+        else:
+            possible.append(None)
+        values[slot.name] = possible[0] if all(v == possible[0] for v in possible) else UNKNOWN
     return values, outcomes
 
 
 class LaunchOutcome(msgspec.Struct):
-    kind: str  # set / local / check
+    kind: str  # set / local / check / fallback
     text: str
     source: str
-    status: str  # applied / skipped / unknown / ok / violated
+    status: str  # applied / skipped / undecided / ok / violated / not reached
     reason: str
+    missing: tuple[str, ...] = ()  # undecided: the names it read whose value is UNKNOWN
+    # explain fills these after enumerating the inputs not given (codegen/explain.py)
+    possible: tuple[str, ...] = ()
+    decided_by: tuple[str, ...] = ()
+
+
+def _statement(stmt: ir.SetStmt | ir.FieldDecl | ir.Check | ir.Fallback) -> tuple[str, str]:
+    """(kind, text) of a launch or validate statement, as its outcome names it."""
+    if isinstance(stmt, ir.SetStmt):
+        return "set", f"set {stmt.target.name} = {ir.literal_text(stmt.value)}"
+    if isinstance(stmt, ir.FieldDecl):
+        return "local", stmt.name.value
+    if isinstance(stmt, ir.Fallback):
+        text = f"{stmt.field.name} {ir.literal_text(stmt.from_value)} -> {ir.literal_text(stmt.to_value)}"
+        return "fallback", f"fallback {text}"
+    return "check", f"{stmt.kind} {show_expr(stmt.cond)}"
+
+
+def _not_reached(
+    stmt: ir.SetStmt | ir.FieldDecl | ir.Check | ir.Fallback, stop: RuleViolation
+) -> LaunchOutcome:
+    kind, text = _statement(stmt)
+    return LaunchOutcome(kind, text, str(stmt.loc), NOT_REACHED, f"{stop.rule} raises at {stop.source}")
 
 
 def run_launch(
-    model: Model, env: dict[str, Any]
+    model: Model, env: dict[str, Any], *, stop_at_violation: bool = False
 ) -> tuple[dict[str, Any], list[LaunchOutcome], list[RuleViolation]]:
-    """Apply every launch block in order; returns the normalised config, what happened, and violations."""
+    """Apply every launch block in order; returns the normalised config, what happened, and violations.
+
+    A `set` the inputs cannot decide leaves its leaf UNKNOWN (unless it already holds that value). With
+    stop_at_violation, as the generated code does, the first violation ends it: every statement after it,
+    in its block and the later ones, is not reached (and applies nothing).
+    """
     env = dict(env)
     log: list[LaunchOutcome] = []
     violations: list[RuleViolation] = []
+    stop: RuleViolation | None = None
     for launch in model.launches:
         local_names = []
         for stmt in launch.decl.stmts:
+            if stop is not None:
+                log.append(_not_reached(stmt, stop))
+                continue
             if isinstance(stmt, ir.SetStmt):
-                text = f"set {stmt.target.name} = {ir.literal_text(stmt.value)}"
+                _, text = _statement(stmt)
                 holds = True if stmt.when is None else eval_expr(stmt.when, env)
                 if holds is True:
                     env[stmt.target.name] = stmt.value.value
                     log.append(LaunchOutcome("set", text, str(stmt.loc), "applied", stmt.log or ""))
                 else:
+                    assert stmt.when is not None  # a set without `when` always applies
                     why = _first_failing(stmt.when, env)
-                    status = "unknown" if holds is UNKNOWN else "skipped"
-                    log.append(LaunchOutcome("set", text, str(stmt.loc), status, why))
+                    if holds is UNKNOWN:
+                        missing = _missing(stmt.when, env)
+                        why = _cannot(missing, env)
+                        if env.get(stmt.target.name) != stmt.value.value:
+                            env[stmt.target.name] = UNKNOWN
+                        log.append(LaunchOutcome("set", text, str(stmt.loc), UNDECIDED, why, missing))
+                    else:
+                        log.append(LaunchOutcome("set", text, str(stmt.loc), "skipped", why))
             elif isinstance(stmt, ir.FieldDecl):
                 outcome = resolve_chain(stmt, env)
                 env[stmt.name.value] = outcome.value
                 local_names.append(stmt.name.value)
+                status = UNDECIDED if outcome.value is UNKNOWN else "applied"
+                missing = tuple(dict.fromkeys(n for t in outcome.tiers for n in t.missing))
                 log.append(
                     LaunchOutcome(
-                        "local", stmt.name.value, str(stmt.loc), "applied", f"= {show_value(outcome.value)}"
+                        "local",
+                        stmt.name.value,
+                        str(stmt.loc),
+                        status,
+                        f"= {show_value(outcome.value)}",
+                        missing,
                     )
                 )
             else:
                 log.append(_run_check(stmt, env, {}, violations, launch.name))
+                if stop_at_violation and log[-1].status == "violated":
+                    stop = violations[-1]
         for name in local_names:  # launch locals are not config: they do not leak out
             env.pop(name, None)
     return env, log, violations
+
+
+def _cannot(missing: tuple[str, ...], env: Mapping[str, Any]) -> str:
+    """Why an outcome is undecided: each name it read that is not given or undecided."""
+    return "cannot decide: " + ", ".join(f"{n} {shown(env, n)}" for n in missing)
 
 
 def _run_check(
     stmt: ir.Check, env, stamp_fields, violations: list[RuleViolation], rule: str
 ) -> LaunchOutcome:
     holds = eval_expr(stmt.cond, env, stamp_fields)
-    text = f"{stmt.kind} {show_expr(stmt.cond)}"
+    _, text = _statement(stmt)
     if holds is UNKNOWN:
-        return LaunchOutcome("check", text, str(stmt.loc), "unknown", "not checked: an input was not given")
+        missing = _missing(stmt.cond, env, stamp_fields)
+        return LaunchOutcome("check", text, str(stmt.loc), UNDECIDED, _cannot(missing, env), missing)
     failed = holds if stmt.kind == "forbid" else not holds
     if failed:
         violations.append(RuleViolation(stmt.message, str(stmt.loc), rule))
@@ -442,24 +592,50 @@ def _run_check(
 
 
 def run_validate(
-    model: Model, name: str, stamp: StampInfo | None, values: Mapping[str, Any], env: Mapping[str, Any]
+    model: Model,
+    name: str,
+    stamp: StampInfo | None,
+    values: Mapping[str, Any],
+    env: Mapping[str, Any],
+    *,
+    stop_at_violation: bool = False,
 ) -> tuple[dict[str, Any], list[LaunchOutcome], list[RuleViolation]]:
     """One validate block against a resolved stamp: fallbacks replace values (logged), checks may fail.
 
-    A block that reads no stamp takes `stamp=None` and empty `values`.
+    A block that reads no stamp takes `stamp=None` and empty `values`. A fallback the inputs cannot decide
+    leaves its field UNKNOWN. With stop_at_violation, as the generated code does, the first violation ends
+    the block: the statements after it are not reached (and replace nothing).
     """
     info = next(v for v in model.validates if v.name == name)
     values = dict(values)
     stamp_fields = {stamp.name: tuple(f.name for f in stamp.fields)} if stamp is not None else {}
     log: list[LaunchOutcome] = []
     violations: list[RuleViolation] = []
+    stop: RuleViolation | None = None
     for stmt in info.decl.stmts:
+        if stop is not None:
+            log.append(_not_reached(stmt, stop))
+            continue
         scope = dict(env)
-        scope.update({f"{stamp.name}.{k}": v for k, v in values.items()})
+        if stamp is not None:
+            scope.update({f"{stamp.name}.{k}": v for k, v in values.items()})
         if isinstance(stmt, ir.Fallback):
             field = stmt.field.name.split(".", 1)[1]
-            text = f"fallback {stmt.field.name} {ir.literal_text(stmt.from_value)} -> {ir.literal_text(stmt.to_value)}"
-            if values.get(field) != stmt.from_value.value:
+            _, text = _statement(stmt)
+            current = values.get(field)
+            if current is UNKNOWN:
+                log.append(
+                    LaunchOutcome(
+                        "fallback",
+                        text,
+                        str(stmt.loc),
+                        UNDECIDED,
+                        _cannot((stmt.field.name,), scope),
+                        (stmt.field.name,),
+                    )
+                )
+                continue
+            if current != stmt.from_value.value:
                 log.append(
                     LaunchOutcome("fallback", text, str(stmt.loc), "skipped", f"{field} is not that value")
                 )
@@ -469,10 +645,17 @@ def run_validate(
                 values[field] = stmt.to_value.value
                 log.append(LaunchOutcome("fallback", text, str(stmt.loc), "applied", stmt.log))
             else:
-                status = "unknown" if holds is UNKNOWN else "skipped"
-                log.append(
-                    LaunchOutcome("fallback", text, str(stmt.loc), status, _first_failing(stmt.when, scope))
-                )
+                why = _first_failing(stmt.when, scope, stamp_fields)
+                if holds is UNKNOWN:
+                    missing = _missing(stmt.when, scope, stamp_fields)
+                    why = _cannot(missing, scope)
+                    if stmt.from_value.value != stmt.to_value.value:
+                        values[field] = UNKNOWN
+                    log.append(LaunchOutcome("fallback", text, str(stmt.loc), UNDECIDED, why, missing))
+                else:
+                    log.append(LaunchOutcome("fallback", text, str(stmt.loc), "skipped", why))
         elif isinstance(stmt, ir.Check):
             log.append(_run_check(stmt, scope, stamp_fields, violations, name))
+            if stop_at_violation and log[-1].status == "violated":
+                stop = violations[-1]
     return values, log, violations

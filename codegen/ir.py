@@ -260,13 +260,26 @@ class FieldDecl(_Tagged, tag="field"):
     name: Name
     tiers: tuple[Tier, ...]
     loc: Loc
+    declared: TypeRef | None = None  # `name: Type = ...`; else the tiers tell the type
+
+
+class UseStmt(_Tagged, tag="use"):
+    """`use STAMP.FIELD, ...` in a launch block: each field's chain, as the stamp states it, evaluated at
+    that statement on the config as normalised so far, as a local named like the field. One source for
+    each chain: the launch checks read what the stamp resolves, not a copy of its rules."""
+
+    fields: tuple[Ref, ...]
+    loc: Loc
 
 
 class LaunchDecl(_Tagged, tag="launch"):
-    """Process-level normalisation, run once at launch: sets, local derived fields and checks, in order."""
+    """Process-level normalisation, run once at launch: sets, local derived fields and checks, in order.
+
+    As parsed, `stmts` may hold `UseStmt`s; the checked model's LaunchInfo.decl holds them expanded into
+    the stamp's own FieldDecls (the same nodes), so every later stage sees locals only."""
 
     name: Name
-    stmts: tuple[SetStmt | Check | FieldDecl, ...]
+    stmts: tuple[SetStmt | Check | FieldDecl | UseStmt, ...]
     loc: Loc
 
 
@@ -310,10 +323,26 @@ class Fallback(_Tagged, tag="fallback"):
     loc: Loc
 
 
+class Waiver(_Tagged, tag="waiver"):
+    """`waive CLASS until YYYY-MM-DD "reason"`: a dated, reasoned exception inside a parity or validate block.
+
+    In a parity block CLASS is a draft class the check lets pass until the date; in a validate block it is a
+    consumer class whose validation failures are logged, not raised, until the date. `until` is the date as
+    written (the checker validates it); `reason` is None when it was left out (an error, with this position).
+    """
+
+    cls: Name
+    until: str
+    until_loc: Loc
+    reason: str | None
+    loc: Loc
+
+
 class ValidateDecl(_Tagged, tag="validate"):
     name: Name
     stmts: tuple[Check | Fallback | SetStmt, ...]
     loc: Loc
+    waivers: tuple[Waiver, ...] = ()  # kept apart from stmts: they are not rules the block runs
 
 
 class GuardDecl(_Tagged, tag="guard"):
@@ -338,6 +367,7 @@ class ParityDecl(_Tagged, tag="parity"):
     at_least: int | None
     clause_locs: tuple[tuple[str, Loc], ...]  # (clause keyword, where), to report repeats and omissions
     loc: Loc
+    waivers: tuple[Waiver, ...] = ()  # drafts allowed to differ from their targets until a date
 
 
 Decl = Union[
@@ -355,8 +385,8 @@ def without_positions(node: Any) -> Any:
 
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
-            kept = {k: strip(v) for k, v in value.items() if not k.endswith("loc") and k != "path"}
-            if "clause_locs" in value:
+            kept = {k: strip(v) for k, v in value.items() if not k.endswith(("loc", "locs")) and k != "path"}
+            if "clause_locs" in value:  # the clauses in order, without where they are
                 kept["clauses"] = [keyword for keyword, _ in value["clause_locs"]]
             return kept
         if isinstance(value, (list, tuple)):

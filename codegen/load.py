@@ -8,8 +8,9 @@ from pathlib import Path
 
 import msgspec
 
+from stampgen.codegen.analysis import analyze as dead_rules
 from stampgen.codegen.checks import check
-from stampgen.codegen.diagnostics import Diagnostic, error
+from stampgen.codegen.diagnostics import Diagnostic, error, sort_key
 from stampgen.codegen.ir import Loc
 from stampgen.codegen.model import Model
 from stampgen.codegen.parser import parse
@@ -63,12 +64,18 @@ def _unreadable(name: str, reason: str) -> Diagnostic:
     return error("unreadable", f"cannot read the file: {reason}", Loc(name, 1, 1, 1, 1))
 
 
-def load_text(source: str, path: str) -> Loaded:
+def load_text(source: str, path: str, *, analyze: bool = True) -> Loaded:
+    """Parse and check `source`; on a clean check, also what only a reviewer needs (the dead-rule analysis,
+    codegen/analysis.py, and what generating would refuse), which a caller that reads only the model (generate,
+    explain, table, diff) skips with `analyze=False`."""
     rules, diags = parse(source, path)
     if rules is None:
         return Loaded(path, source, None, diags)
-    model, check_diags = check(rules)
-    return Loaded(path, source, model, diags + check_diags)
+    model, check_diags = check(rules, generation=analyze)
+    diags += check_diags
+    if analyze and model is not None:
+        diags = sorted(diags + dead_rules(model, check_diags), key=sort_key)
+    return Loaded(path, source, model, diags)
 
 
 def from_cwd(path: Path) -> str:
@@ -80,7 +87,7 @@ def from_cwd(path: Path) -> str:
         return str(path)
 
 
-def load(path: str, name: str | None = None) -> Loaded:
+def load(path: str, name: str | None = None, *, analyze: bool = True) -> Loaded:
     """Parse and check one file, named `name` (default: `path`) in every position; a file that cannot be
     read is a diagnostic, never a traceback."""
     name = path if name is None else name
@@ -89,4 +96,4 @@ def load(path: str, name: str | None = None) -> Loaded:
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         return Loaded(name, None, None, [_unreadable(name, reason)])
-    return load_text(source, name)
+    return load_text(source, name, analyze=analyze)

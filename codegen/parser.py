@@ -18,7 +18,7 @@ from lark import Lark, Token, Transformer, Tree, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from stampgen.codegen import ir
-from stampgen.codegen.diagnostics import Diagnostic, error
+from stampgen.codegen.diagnostics import Diagnostic, did_you_mean, error
 
 GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "stampgen.lark"
 
@@ -29,6 +29,7 @@ _TERMINAL_NAMES = {
     "INT": "an integer",
     "STRING": 'a "message"',
     "REGEX": "a /regex/",
+    "DATE": "a date (YYYY-MM-DD)",
     "COMPARE": "a comparison (==, !=, <, <=, >=)",
     "OPTIONAL": "`?`",
     "$END": "the end of the file",
@@ -224,6 +225,10 @@ class _ToIR(Transformer):
         return ir.Check("require", children[0], _unquote(children[1]), self._l(meta))
 
     @v_args(meta=True)
+    def use_stmt(self, meta, children):
+        return ir.UseStmt(tuple(ir.Ref(str(c), self._l(c)) for c in children), self._l(meta))
+
+    @v_args(meta=True)
     def launch_decl(self, meta, children):
         return ir.LaunchDecl(self._name(children[0]), tuple(children[1:]), self._l(meta))
 
@@ -268,7 +273,9 @@ class _ToIR(Transformer):
 
     @v_args(meta=True)
     def field_decl(self, meta, children):
-        return ir.FieldDecl(self._name(children[0]), tuple(children[1:]), self._l(meta))
+        declared = children[1] if isinstance(children[1], (ir.NamedType, ir.IntType)) else None
+        tiers = tuple(children[2:] if declared is not None else children[1:])
+        return ir.FieldDecl(self._name(children[0]), tiers, self._l(meta), declared)
 
     @v_args(meta=True)
     def stamp_decl(self, meta, children):
@@ -292,7 +299,24 @@ class _ToIR(Transformer):
 
     @v_args(meta=True)
     def validate_decl(self, meta, children):
-        return ir.ValidateDecl(self._name(children[0]), tuple(children[1:]), self._l(meta))
+        body = children[1:]
+        return ir.ValidateDecl(
+            self._name(children[0]),
+            tuple(c for c in body if not isinstance(c, ir.Waiver)),
+            self._l(meta),
+            waivers=tuple(c for c in body if isinstance(c, ir.Waiver)),
+        )
+
+    @v_args(meta=True)
+    def waive_stmt(self, meta, children):
+        cls, until, *reason = children
+        return ir.Waiver(
+            self._name(cls),
+            str(until),
+            self._l(until),
+            _unquote(reason[0]) if reason else None,
+            self._l(meta),
+        )
 
     @v_args(meta=True)
     def guard_decl(self, meta, children):
@@ -331,7 +355,8 @@ class _ToIR(Transformer):
 
     @v_args(meta=True)
     def parity_decl(self, meta, children):
-        name, registry, *clauses = children
+        name, registry, *body = children
+        clauses = [c for c in body if not isinstance(c, ir.Waiver)]
         values = {kw: (value, loc) for kw, value, loc in clauses}  # a repeat is reported by the checker
         draft = values.get("draft")
         return ir.ParityDecl(
@@ -346,6 +371,7 @@ class _ToIR(Transformer):
             at_least=values.get("at_least", (None,))[0],
             clause_locs=tuple((kw, loc) for kw, _, loc in clauses),
             loc=self._l(meta),
+            waivers=tuple(c for c in body if isinstance(c, ir.Waiver)),
         )
 
     def start(self, children):
@@ -367,6 +393,19 @@ def _describe_expected(expected: set[str], parser: Lark) -> str:
     if len(names) > 8:
         return "one of " + ", ".join(names[:8]) + ", ..."
     return "one of " + ", ".join(names) if len(names) > 1 else names[0] if names else "nothing"
+
+
+def _keywords(expected: set[str], parser: Lark) -> list[str]:
+    """The keywords among the terminals the parser accepts here."""
+    words = []
+    for term in expected:
+        try:
+            pattern = parser.get_terminal(term).pattern
+        except KeyError:
+            continue
+        if pattern.type == "str" and pattern.value.isidentifier():
+            words.append(pattern.value)
+    return words
 
 
 def _token_text(token: Token) -> str:
@@ -441,6 +480,8 @@ def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark)
         lines = _source_lines(text)
         line = lines[where.line - 1] if 1 <= where.line <= len(lines) else ""
         hint = _hint_for(found, expected, line, where.line, where.col, _parse_stack(exc))
+        if hint is None and token.type == "NAME":
+            hint = did_you_mean(str(token), _keywords(expected, parser))  # `confg`, `forbd`, `stmap`
         return error("syntax", message, where, hint)
     if isinstance(exc, UnexpectedCharacters):
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
@@ -454,12 +495,35 @@ def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark)
             hint = "use `not` to negate, `!=` to compare"
         elif char == '"':
             hint = "is a string missing its closing quote?"
+        elif char in _LOOK_ALIKES:
+            name, ascii_text = _LOOK_ALIKES[char]
+            hint = f"{name} (U+{ord(char):04X}) looks like `{ascii_text}` but is not: type `{ascii_text}`"
         return error("syntax-char", f"unexpected character {char!r}", where, hint)
     if isinstance(exc, UnexpectedEOF):
         lines = _source_lines(text)
         where = ir.Loc(path, len(lines), len(lines[-1]) + 1, len(lines), len(lines[-1]) + 1)
         return error("syntax", "unexpected end of the file", where, "is a `}` missing?")
     raise exc  # pragma: no cover - every UnexpectedInput is one of the above
+
+
+# Characters that editors, word processors and chat tools put where the language wants ASCII.
+_LOOK_ALIKES = {
+    "\u2265": ("a greater-than-or-equal sign", ">="),
+    "\u2264": ("a less-than-or-equal sign", "<="),
+    "\u2260": ("a not-equal sign", "!="),
+    "\u2192": ("an arrow", "->"),
+    "\u201c": ("a curly quote", '"'),
+    "\u201d": ("a curly quote", '"'),
+    "\u2018": ("a curly quote", '"'),
+    "\u2019": ("a curly quote", '"'),
+    "\u00a0": ("a no-break space", " "),
+    "\u2009": ("a thin space", " "),
+    "\u200b": ("a zero-width space", ""),
+    "\u2013": ("an en dash", "-"),
+    "\u2014": ("an em dash", "-"),
+    "\u2212": ("a minus sign", "-"),
+    "\uff1d": ("a full-width equals sign", "="),
+}
 
 
 def _chunks(text: str) -> list[tuple[int, str]]:

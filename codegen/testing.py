@@ -14,18 +14,18 @@ import contextlib
 import itertools
 import logging
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
 
 import msgspec
 
-from stampgen.codegen import domains, interpreter, table
+from stampgen.codegen import checks, domains, interpreter, table
 from stampgen.codegen.emit import positions
 from stampgen.codegen.emit.names import facts_class, facts_param
 from stampgen.codegen.load import load_text
-from stampgen.codegen.model import PROCESS, Model, StampInfo, domain
+from stampgen.codegen.model import PROCESS, IntT, Model, StampInfo, domain
 from stampgen.codegen.naming import snake_case
 
 MAX_REPORTED = 10
@@ -155,38 +155,76 @@ def check_positions(rules: Rules) -> None:
 # --------------------------------------------------------------------------------------------- parity, guards
 
 
-def check_parity(rules: Rules, name: str) -> None:
-    """Every draft of the registry answers exactly the hooks its target answers, over enough pairs."""
-    import pytest
+def _import_or_fail(module_name: str, what: str) -> ModuleType:
+    """The module a rule names; a module that does not import fails the test (a skip would let the rule
+    hold nothing, and pass)."""
+    module, why = checks.import_module(module_name)
+    assert module is not None, f"{what}: the module {module_name} does not import ({why})"
+    return module
 
+
+def _offending_draft(offence: str) -> str:
+    """The draft an offence of a generated parity check is about (each starts `draft NAME ...`)."""
+    return offence.split()[1]
+
+
+def check_parity(rules: Rules, name: str) -> None:
+    """Every draft of the registry answers exactly the hooks its target answers, over enough pairs.
+
+    Never vacuous: the registry must import and be a mapping of names to classes, and each hook must be on
+    some class (a misspelt hook would find no offender, ever). The generated check_NAME() must find the
+    pairs the rules define; an offence a waiver covers passes until the waiver's date (STAMPGEN_TODAY
+    stands in for today) and is listed as waived."""
     module = rules.module
+    decl = next(p for p in rules.model.parities if p.name.value == name)
     upper = name.upper()
+    source = module.RULE_POSITIONS[positions.parity_id(name)]
+    what = f"parity {name} ({source})"
     registry_path: str = getattr(module, f"{upper}_REGISTRY")
     module_name, _, attribute = registry_path.partition(":")
-    registry = pytest.importorskip(module_name, reason=f"the registry {module_name} cannot be imported here")
-    report = getattr(module, f"check_{name}")(getattr(registry, attribute))
-    source = module.RULE_POSITIONS[positions.parity_id(name)]
-    assert not report.offenders, (
-        f"parity {name} ({source}) fails for {len(report.offenders)} of {len(report.pairs)} draft/target "
-        "pairs:\n  " + "\n  ".join(report.offenders)
+    archs = getattr(_import_or_fail(module_name, what), attribute, None)
+    assert archs is not None and checks.is_registry(archs), (
+        f"{what}: {registry_path} is not a mapping of names to classes ({type(archs).__name__})"
     )
+    missing = [h.value for h in decl.hooks if not any(hasattr(cls, h.value) for cls in archs.values())]
+    assert not missing, (
+        f"{what}: no class of {registry_path} has {', '.join(missing)}: is it misspelt? The check would pass "
+        "for any draft"
+    )
+    check = getattr(module, f"check_{name}")
+    # an expired waiver no longer applies (and load_rules has refused the rules already)
+    report = check(archs, today=checks.current_date().isoformat()) if decl.waivers else check(archs)
+    pairs, offences = checks.parity_pairs(decl, archs)
+    assert report.pairs == tuple(pairs), f"{what}: check_{name} checked {report.pairs}, the rules say {pairs}"
+    waived: tuple[str, ...] = getattr(report, "waived", ())  # absent from modules generated before waivers
+    reported = {_offending_draft(text) for text in (*report.offenders, *waived)}
+    assert reported == set(offences), (
+        f"{what}: check_{name} finds offences in {sorted(reported)}, the rules in {sorted(offences)}"
+    )
+    assert not report.offenders, (
+        f"{what} fails for {len(report.offenders)} of {len(report.pairs)} draft/target pairs:\n  "
+        + "\n  ".join(report.offenders)
+    )
+    waivers = {w.cls.value for w in decl.waivers}
+    assert {_offending_draft(text) for text in waived} <= waivers, f"{what}: waived {waived}"
     at_least = getattr(module, f"{upper}_AT_LEAST")
     assert len(report.pairs) >= at_least, (
-        f"parity {name} ({source}) checked {len(report.pairs)} draft/target pairs in {registry_path}, fewer "
-        f"than the {at_least} it requires: {report.pairs}"
+        f"{what} checked {len(report.pairs)} draft/target pairs in {registry_path}, fewer than the {at_least} "
+        f"it requires: {report.pairs}"
     )
 
 
 def check_guard(rules: Rules, consumer: str) -> None:
-    """A consumer the rules guard, built on a runner without its stamp, raises the guard's error."""
+    """A consumer the rules guard, built on a runner without its stamp, raises the guard's error. A consumer
+    module that does not import fails the test, never skips it."""
     import pytest
 
     decl = next(g for g in rules.model.guards if any(c.value == consumer for c in g.consumers))
     attribute = rules.model.stamps[decl.stamp.value].attribute
     source = rules.module.RULE_POSITIONS[positions.guard_id(consumer)]
-    module = pytest.importorskip(decl.module, reason=f"{decl.module} cannot be imported here")
+    module = _import_or_fail(decl.module, f"guard {consumer} ({source})")
     cls = getattr(module, consumer, None)
-    assert cls is not None, f"{decl.module} has no {consumer}, which {source} guards"
+    assert isinstance(cls, type), f"{decl.module} has no class {consumer}, which {source} guards"
     with pytest.raises(rules.module.UnstampedRunnerError) as excinfo:
         cls(SimpleNamespace())
     assert attribute in str(excinfo.value), f"{consumer} on an unstamped runner: {excinfo.value}"
@@ -474,5 +512,117 @@ def check_validate(rules: Rules, block: str) -> None:
             except module.RuleViolationError as exc:
                 got = (exc.message, exc.source, exc.rule)
             if got != want and mismatches.add(f"{row}: generated {got!r}, interpreter {want!r}"):
+                break
+    mismatches.check()
+
+
+# --------------------------------------------------------------------------------------------- refusals
+
+
+def _by_namespaces(rules: Rules, fn: Any, namespaces: tuple[str, ...]) -> Callable[[Mapping[str, Any]], Any]:
+    """A call of `fn` on one row, passing one argument per namespace (as gates and launch blocks take)."""
+
+    def call(row: Mapping[str, Any]) -> Any:
+        return fn(*(_argument(rules, ns, row) for ns in namespaces))
+
+    return call
+
+
+def _readers(rules: Rules) -> Iterator[tuple[str, domains.InputDomain, Callable[[Mapping[str, Any]], Any]]]:
+    """Each generated function that reads config leaves: (what it is, its domain, a call on one row)."""
+    model, module = rules.model, rules.module
+    for name, gate in model.autos.items():
+        fn = getattr(module, name)
+        yield f"auto {name}", domains.gate_domain(model, name), _by_namespaces(rules, fn, gate.namespaces)
+    for stamp in model.stamps:
+        info, snake = _stamp(rules, stamp)
+        resolve = getattr(module, f"resolve_{snake}")
+
+        def call_resolver(row: Mapping[str, Any], info: StampInfo = info, resolve: Any = resolve) -> Any:
+            args, kwargs = _resolver_args(rules, info, row)
+            return resolve(*args, **kwargs)
+
+        yield f"resolve_{snake}", domains.stamp_domain(model, info), call_resolver
+    for launch in model.launches:
+        fn = getattr(module, launch.name)
+        call = _by_namespaces(rules, fn, launch.namespaces)
+        yield f"launch {launch.name}", domains.launch_block_domain(model, launch), call
+    for block in model.validates:
+        fn = getattr(module, f"validate_{snake_case(block.name)}")
+        stamp_info = model.stamps[block.stamps[0]] if block.stamps else None
+
+        def call_validate(
+            row: Mapping[str, Any], fn: Any = fn, block: Any = block, info: Any = stamp_info
+        ) -> Any:
+            kwargs = {_keyword(rules, ns): _argument(rules, ns, row) for ns in block.namespaces}
+            if info is None:
+                return fn(**kwargs)
+            values = {f.name: row[f"{info.name}.{f.name}"] for f in info.fields}
+            return fn(msgspec.convert(values, getattr(module, info.name)), **kwargs)
+
+        yield f"validate {block.name}", domains.validate_domain(model, block), call_validate
+
+
+def _refuses(call: Callable[[Any], Any], argument: Any, leaf: str, source: str) -> str | None:
+    """None when `call(argument)` raises the ValueError of an input outside its domain, naming `leaf` and
+    its rules line; else what it did."""
+    try:
+        result = call(argument)
+    except ValueError as exc:
+        message = str(exc)
+        if type(exc).__name__ == "RuleViolationError" or leaf not in message or source not in message:
+            return f"raised {type(exc).__name__}: {message}"
+        return None
+    return f"accepted it, giving {result!r}"
+
+
+def check_refusals(rules: Rules) -> None:
+    """An int input outside its declared domain is refused by both sides, so that they never disagree
+    (and `stampgen explain` refuses it as bad input): for each int config leaf a generated function
+    reads and each int fact of a facts record, each of domains.refused_values (an int it does not list,
+    a listed one as a string, a bool) makes the generated code raise a ValueError naming the input and
+    its rules line, and makes the interpreter refuse it too."""
+    model, module = rules.model, rules.module
+    mismatches = _Mismatches("values outside a declared int domain are not refused by both sides")
+    checked = set()
+    with _quiet(module):
+        for what, d, call in _readers(rules):
+            base = next(_rows(d))
+            for inp in d.inputs:
+                leaf = model.leaves.get(inp.name)
+                if leaf is None or leaf.is_fact or not isinstance(leaf.type, IntT):
+                    continue
+                checked.add(inp.name)
+                source = module.RULE_POSITIONS[positions.leaf_id(inp.name)]
+                for bad in domains.refused_values(leaf.type):
+                    row = {**base, inp.name: bad}
+                    found = _refuses(call, row, inp.name, source)
+                    if found and mismatches.add(f"{what} with {inp.name} = {bad!r}: {found}"):
+                        mismatches.check()
+        for namespace in model.namespaces:
+
+            def build(row: Mapping[str, Any], namespace: str = namespace) -> Any:
+                return _facts(rules, namespace, row)
+
+            for leaf in model.leaves_of(namespace):
+                if not leaf.is_fact or not isinstance(leaf.type, IntT):
+                    continue
+                checked.add(leaf.full_name)
+                source = module.RULE_POSITIONS[positions.leaf_id(leaf.full_name)]
+                for bad in domains.refused_values(leaf.type):
+                    found = _refuses(build, {leaf.full_name: bad}, leaf.full_name, source)
+                    if found and mismatches.add(
+                        f"{facts_class(namespace)} with {leaf.name} = {bad!r}: {found}"
+                    ):
+                        mismatches.check()
+    for name in sorted(checked):
+        int_type = model.leaves[name].type
+        assert isinstance(int_type, IntT)
+        for bad in domains.refused_values(int_type):
+            try:
+                interpreter.config_env(model, {name: bad})
+            except ValueError:
+                continue
+            if mismatches.add(f"the interpreter accepts {name} = {bad!r}"):
                 break
     mismatches.check()

@@ -124,13 +124,8 @@ RULE_POSITIONS = _rule_positions(
     ("normalize_linear_attn forbid mamba.linear_attn_verif... feaaf899", 2, 5),
     ("normalize_linear_attn set mamba.linear_attn_decode_b... fda98288", 2, 5),
     ("normalize_linear_attn set mamba.linear_attn_verify_b... 911883eb", 5, 5),
-    ("normalize_linear_attn.decode", 4, 5),
-    ("normalize_linear_attn.decode flag mamba.linear_attn_decode_backend", 0, 14),
-    ("normalize_linear_attn.decode base mamba.linear_attn_backend", 0, 54),
-    ("normalize_linear_attn.verify", 1, 5),
-    ("normalize_linear_attn.verify flag mamba.linear_attn_verify_backend", 0, 14),
-    ("normalize_linear_attn.verify follow decode when decode == flashinfer", 0, 54),
-    ("normalize_linear_attn.verify triton", 0, 96),
+    ("normalize_linear_attn use LinearAttnBackends.decode", 6, 9),
+    ("normalize_linear_attn use LinearAttnBackends.verify", 0, 36),
     ("normalize_linear_attn forbid decode == flashinfer an... 8eb9df6d", 2, 5),
     ("normalize_linear_attn forbid verify == flashinfer an... f1f3405c", 2, 5),
     ("normalize_linear_attn forbid mamba.linear_attn_prefi... 741dff22", 2, 5),
@@ -744,6 +739,24 @@ class LaunchFacts(msgspec.Struct, frozen=True):
     cuda: int
     kimi_k3: bool
 
+    def __post_init__(self) -> None:
+        if (
+            self.sm not in (0, 8, 9, 10, 12)
+            or not isinstance(self.sm, int)
+            or isinstance(self.sm, bool)
+        ):
+            raise ValueError(
+                f"launch.sm ({RULE_POSITIONS['launch.sm']}): {self.sm!r} is not one of 0, 8, 9, 10, 12"
+            )
+        if (
+            self.cuda not in (0, 12, 13)
+            or not isinstance(self.cuda, int)
+            or isinstance(self.cuda, bool)
+        ):
+            raise ValueError(
+                f"launch.cuda ({RULE_POSITIONS['launch.cuda']}): {self.cuda!r} is not one of 0, 12, 13"
+            )
+
 
 class RunnerFacts(msgspec.Struct, frozen=True):
     """facts runner.
@@ -776,6 +789,46 @@ class RunnerFacts(msgspec.Struct, frozen=True):
                 self,
                 "pool_dtype",
                 _as_state_dtype(self.pool_dtype, "runner.pool_dtype"),
+            )
+        if (
+            self.sm not in (0, 8, 9, 10, 12)
+            or not isinstance(self.sm, int)
+            or isinstance(self.sm, bool)
+        ):
+            raise ValueError(
+                f"runner.sm ({RULE_POSITIONS['runner.sm']}): {self.sm!r} is not one of 0, 8, 9, 10, 12"
+            )
+        if (
+            self.sm_minor not in (0, 3)
+            or not isinstance(self.sm_minor, int)
+            or isinstance(self.sm_minor, bool)
+        ):
+            raise ValueError(
+                f"runner.sm_minor ({RULE_POSITIONS['runner.sm_minor']}): {self.sm_minor!r} is not one of 0, 3"
+            )
+        if (
+            self.cuda not in (0, 12, 13)
+            or not isinstance(self.cuda, int)
+            or isinstance(self.cuda, bool)
+        ):
+            raise ValueError(
+                f"runner.cuda ({RULE_POSITIONS['runner.cuda']}): {self.cuda!r} is not one of 0, 12, 13"
+            )
+        if (
+            self.head_k_dim not in (64, 128, 256)
+            or not isinstance(self.head_k_dim, int)
+            or isinstance(self.head_k_dim, bool)
+        ):
+            raise ValueError(
+                f"runner.head_k_dim ({RULE_POSITIONS['runner.head_k_dim']}): {self.head_k_dim!r} is not one of 64, 128, 256"
+            )
+        if (
+            self.head_v_dim not in (64, 128, 256)
+            or not isinstance(self.head_v_dim, int)
+            or isinstance(self.head_v_dim, bool)
+        ):
+            raise ValueError(
+                f"runner.head_v_dim ({RULE_POSITIONS['runner.head_v_dim']}): {self.head_v_dim!r} is not one of 64, 128, 256"
             )
 
 
@@ -857,6 +910,14 @@ def gdn_flashinfer_prefill(
         if dynamic_chunking is None:
             dynamic_chunking = False
         chunked_prefill_size: int | None = server.chunked_prefill_size
+        if chunked_prefill_size is not None and (
+            chunked_prefill_size not in (-1, 4096, 8192, 32768, 65536)
+            or not isinstance(chunked_prefill_size, int)
+            or isinstance(chunked_prefill_size, bool)
+        ):
+            raise ValueError(
+                f"server.chunked_prefill_size ({RULE_POSITIONS['server.chunked_prefill_size']}): {chunked_prefill_size!r} is not one of -1, 4096, 8192, 32768, 65536"
+            )
     except AttributeError as exc:  # a config object without a leaf the rules read
         raise _missing_leaf(
             exc,
@@ -1191,6 +1252,14 @@ def normalize_linear_attn(
         linear_replayssm_cache_len: int | None = mamba.linear_replayssm_cache_len
         if linear_replayssm_cache_len is None:
             linear_replayssm_cache_len = 16
+        elif (
+            linear_replayssm_cache_len not in (0, 1, 16)
+            or not isinstance(linear_replayssm_cache_len, int)
+            or isinstance(linear_replayssm_cache_len, bool)
+        ):
+            raise ValueError(
+                f"mamba.linear_replayssm_cache_len ({RULE_POSITIONS['mamba.linear_replayssm_cache_len']}): {linear_replayssm_cache_len!r} is not one of 0, 1, 16"
+            )
         enable_linear_replayssm_spec: bool | None = mamba.enable_linear_replayssm_spec
         if enable_linear_replayssm_spec is None:
             enable_linear_replayssm_spec = False
@@ -1198,6 +1267,14 @@ def normalize_linear_attn(
             server.speculative_algorithm, "server.speculative_algorithm"
         )
         speculative_topk: int | None = server.speculative_topk
+        if speculative_topk is not None and (
+            speculative_topk not in (1, 2, 4)
+            or not isinstance(speculative_topk, int)
+            or isinstance(speculative_topk, bool)
+        ):
+            raise ValueError(
+                f"server.speculative_topk ({RULE_POSITIONS['server.speculative_topk']}): {speculative_topk!r} is not one of 1, 2, 4"
+            )
         radix_strategy: RadixStrategy | None = _as_radix_strategy(
             server.radix_strategy, "server.radix_strategy"
         )
@@ -1530,6 +1607,14 @@ def validate_gdn_attn_backend(
         if multi_item_scoring is None:
             multi_item_scoring = False
         speculative_topk: int | None = server.speculative_topk
+        if speculative_topk is not None and (
+            speculative_topk not in (1, 2, 4)
+            or not isinstance(speculative_topk, int)
+            or isinstance(speculative_topk, bool)
+        ):
+            raise ValueError(
+                f"server.speculative_topk ({RULE_POSITIONS['server.speculative_topk']}): {speculative_topk!r} is not one of 1, 2, 4"
+            )
         attention_backend: AttentionBackend | None = _as_attention_backend(
             server.attention_backend
         )
@@ -1739,6 +1824,14 @@ def validate_kda_attn_backend(
     """
     try:
         speculative_topk: int | None = server.speculative_topk
+        if speculative_topk is not None and (
+            speculative_topk not in (1, 2, 4)
+            or not isinstance(speculative_topk, int)
+            or isinstance(speculative_topk, bool)
+        ):
+            raise ValueError(
+                f"server.speculative_topk ({RULE_POSITIONS['server.speculative_topk']}): {speculative_topk!r} is not one of 1, 2, 4"
+            )
     except AttributeError as exc:  # a config object without a leaf the rules read
         raise _missing_leaf(exc, ("server.speculative_topk",)) from exc
 
@@ -1836,6 +1929,14 @@ def validate_lightning_attention_backend(*, server: Any) -> None:
     """
     try:
         speculative_topk: int | None = server.speculative_topk
+        if speculative_topk is not None and (
+            speculative_topk not in (1, 2, 4)
+            or not isinstance(speculative_topk, int)
+            or isinstance(speculative_topk, bool)
+        ):
+            raise ValueError(
+                f"server.speculative_topk ({RULE_POSITIONS['server.speculative_topk']}): {speculative_topk!r} is not one of 1, 2, 4"
+            )
     except AttributeError as exc:  # a config object without a leaf the rules read
         raise _missing_leaf(exc, ("server.speculative_topk",)) from exc
 
@@ -1851,11 +1952,12 @@ def validate_lightning_attention_backend(*, server: Any) -> None:
 
 
 class ParityReport(msgspec.Struct, frozen=True):
-    """The outcome of a parity check: the (draft, target) pairs checked, and one
-    sentence per offender."""
+    """The outcome of a parity check: the (draft, target) pairs checked, one sentence
+    per offender, and one per offence that a waiver lets pass until its date."""
 
     pairs: tuple[tuple[str, str], ...]
     offenders: tuple[str, ...]
+    waived: tuple[str, ...] = ()
 
 
 DRAFT_HOOKS_REGISTRY = "stampgen.kernels.runtime.models:ARCHS"

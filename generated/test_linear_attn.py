@@ -36,6 +36,10 @@ def test_rule_positions_name_every_rule_where_it_is(rules: testing.Rules) -> Non
     testing.check_positions(rules)
 
 
+def test_ints_outside_their_declared_domain_are_refused(rules: testing.Rules) -> None:
+    testing.check_refusals(rules)
+
+
 def test_draft_hooks_parity_holds_over_the_registry(rules: testing.Rules) -> None:
     """parity draft_hooks: every draft answers exactly the hooks its target answers."""
     testing.check_parity(rules, "draft_hooks")

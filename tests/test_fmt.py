@@ -200,3 +200,15 @@ def test_fmt_of_an_unreadable_file_exits_2_without_a_traceback(tmp_path, stampge
     status, _, err = stampgen("fmt", str(path))
     assert status == 2
     assert "[unreadable]" in err and "Traceback" not in err
+
+
+def test_a_waiver_is_a_statement_and_its_reason_on_the_next_line_a_continuation(meaning):
+    messy = (
+        'parity p over "m:R" {\ndraft /MTP$/\n  waive   AMTP until 2030-06-30\n"its hook lands later"\n}\n'
+    )
+    formatted = format_rules(messy)
+    assert formatted == (
+        'parity p over "m:R" {\n    draft /MTP$/\n    waive AMTP until 2030-06-30\n'
+        '        "its hook lands later"\n}\n'
+    )
+    assert meaning(parse(formatted, "m")[0]) == meaning(parse(messy, "m")[0])

@@ -305,7 +305,11 @@ def test_the_gdn_gate_yields_flashinfer_on_a_blackwell_gdn_runner_and_declines_a
         is None
     )
     assert la.gdn_flashinfer_prefill(mamba(), server(), runner_facts(family="kda")) is None
-    assert la.gdn_flashinfer_prefill(mamba(), server(chunked_prefill_size=2048), runner_facts()) is not None
+    assert la.gdn_flashinfer_prefill(mamba(), server(chunked_prefill_size=4096), runner_facts()) is not None
+    with pytest.raises(
+        ValueError, match=r"server\.chunked_prefill_size \(rules/linear_attn\.rules:\d+:\d+\)"
+    ):
+        la.gdn_flashinfer_prefill(mamba(), server(chunked_prefill_size=2048), runner_facts())  # not declared
 
 
 def test_stamping_sets_the_runner_attribute_logs_and_never_writes_config(
@@ -468,3 +472,23 @@ def test_an_unknown_name_for_a_closed_enum_leaf_names_the_leaf_and_its_rules_lin
     message = str(excinfo.value)
     assert message.startswith(f"server.prefill_cuda_graph ({RULES}:")
     assert "'sometimes' is not a CudaGraphMode (one of off, piecewise, full)" in message
+
+
+def test_an_int_leaf_or_fact_outside_its_declared_domain_is_refused_naming_its_rules_line() -> None:
+    # as `stampgen explain` refuses it: the generated code and the interpreter never disagree on one
+    line = next(
+        i + 1
+        for i, text in enumerate((Path(__file__).resolve().parents[1] / RULES).read_text().splitlines())
+        if text.strip().startswith("chunked_prefill_size:")
+    )
+    where = re.escape(f"({RULES}:{line}:5)")
+    for bad in (16384, "8192", True):
+        with pytest.raises(
+            ValueError, match=rf"^server\.chunked_prefill_size {where}: .* is not one of -1, 4096"
+        ):
+            la.gdn_flashinfer_prefill(mamba(), server(chunked_prefill_size=bad), runner_facts())
+    with pytest.raises(
+        ValueError, match=r"^runner\.sm \(rules/linear_attn\.rules:\d+:\d+\): 11 is not one of"
+    ):
+        runner_facts(sm=11)
+    assert la.gdn_flashinfer_prefill(mamba(), server(chunked_prefill_size=None), runner_facts()) is None

@@ -228,7 +228,7 @@ def test_the_gdn_gate_declines_on_the_set_prefill_leaf_before_reading_any_device
 
 def test_a_gate_that_cannot_be_decided_says_what_it_needs_instead_of_guessing():
     outcome = gate("gdn_flashinfer_prefill", {k: v for k, v in GDN_HOPPER.items() if k != "runner.sm"})
-    assert outcome.status == "unknown"
+    assert outcome.status == "undecided"
     assert "runner.sm" in outcome.reason
 
 

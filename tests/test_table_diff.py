@@ -144,56 +144,74 @@ def rules_pair(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_diff_of_identical_files_exits_0(stampgen, rules_pair):
     old, _ = rules_pair
-    assert stampgen("diff", str(old), str(old)) == (0, "no behaviour change\n", "")
+    assert stampgen("diff", str(old), str(old)) == (0, "no decision changed\n", "")
 
 
 def test_diff_shows_only_the_rows_whose_verify_changed_and_exits_1(stampgen, rules_pair):
     old, new = rules_pair
     status, out, err = stampgen("diff", str(old), str(new), "--format", "json")
     assert status == 1 and err == ""
-    changes = json.loads(out)
-    assert changes and {c["field"] for c in changes} == {"verify"}
+    everything = json.loads(out)["changes"]
+    changes = [c for c in everything if c["kind"] == "stamp"]
+    assert changes and {c["title"] for c in changes} == {"LinearAttnBackends.verify"}
+    # the launch block `use`s the stamp's verify: only its checks that read verify may change with it
+    assert {c["kind"] for c in everything} <= {"stamp", "launch"}
+    assert all("verify" in c["old"]["value"] + c["new"]["value"] for c in everything if c["kind"] == "launch")
     for change in changes:
-        assert change["old"] == "triton"
-        assert change["new"].startswith("← ")
-        assert change["old_rule"].startswith(f"const {old}:")
-        assert change["new_rule"].startswith(f"follow {new}:")
+        assert change["old"]["value"] == "triton"
+        assert change["new"]["value"].startswith("← ")
+        assert (change["old"]["rule"], change["new"]["rule"]) == ("const", "follow")
+        assert change["old"]["at"].startswith(f"{old}:") and change["new"]["at"].startswith(f"{new}:")
         decode_class = change["inputs"]["mamba.linear_attn_decode_backend"]
         base_class = change["inputs"]["mamba.linear_attn_backend"]
         assert "cutedsl" in (decode_class, base_class)
         assert change["inputs"]["mamba.linear_attn_verify_backend"] == "unset"
 
 
+def _cell_holds(cell: str, value: Any) -> bool:
+    """Whether a diff cell (`*`, `set`, `v`, `a|b`, `≠a|b`) stands for a concrete value."""
+    shown = interp.show_value(value)
+    if cell in ("*", "set"):
+        return cell == "*" or value is not None
+    if cell.startswith("≠"):
+        return shown not in cell[1:].split("|")
+    return shown in cell.split("|")
+
+
 def test_diff_rows_are_exactly_the_combinations_whose_decision_differs(stampgen, rules_pair):
     old, new = rules_pair
-    old_table, new_table = table_json(stampgen, str(old)), table_json(stampgen, str(new))
-    old_classes = [i["classes"] for i in old_table["inputs"]]
-    new_classes = {i["name"]: i["classes"] for i in new_table["inputs"]}
-    before, after = coverage(old_table), coverage(new_table)
-    differ = set()
-    for combo, [row] in after.items():  # the new rules name cutedsl: their classes are the finer ones
-        coarse = tuple(c if c in cls else "other" for c, cls in zip(combo, old_classes))
-        a, b = before[coarse][0]["fields"]["verify"], row["fields"]["verify"]
-        if (a["value"], a["tier"]) != (b["value"], b["tier"]):
-            differ.add(combo)
+    models = [load(str(old)).model, load(str(new)).model]
+    stamps = [m.stamps["LinearAttnBackends"] for m in models]
     _, out, _ = stampgen("diff", str(old), str(new), "--format", "json")
-    shown = [combo for change in json.loads(out) for combo in expand(change["inputs"], new_classes)]
+    changes = [c for c in json.loads(out)["changes"] if c["kind"] == "stamp"]
+    names = list(changes[0]["inputs"])
+    assert set(names) == interp.field_inputs(stamps[1], "verify")
+    leaves = [models[1].leaves[n] for n in names]
+    values = [((None,) if leaf.optional else ()) + tuple(leaf.type.members) for leaf in leaves]
+    differ = 0
+    for combo in itertools.product(*values):
+        env = dict(zip(names, combo))
+        a, b = (interp.resolve_stamp(m, s, env, explain=False)["verify"] for m, s in zip(models, stamps))
+        rows = [c for c in changes if all(_cell_holds(c["inputs"][n], env[n]) for n in names)]
+        if (a.value, a.tier) == (b.value, b.tier):
+            assert rows == [], combo
+            continue
+        differ += 1
+        assert len(rows) == 1, combo
+        assert (rows[0]["old"]["rule"], rows[0]["new"]["rule"]) == (a.tier, b.tier)
     assert differ, "the change must make a difference somewhere"
-    assert sorted(shown) == sorted(differ)
 
 
 def test_diff_text_and_markdown_name_the_old_and_new_rules(stampgen, rules_pair):
     old, new = rules_pair
     status, text, _ = stampgen("diff", str(old), str(new))
     assert status == 1
-    assert text.startswith("LinearAttnBackends.verify: triton → ")
+    assert "\nLinearAttnBackends.verify: triton → " in "\n" + text
     assert f"rule: const {old}:" in text and f"→ follow {new}:" in text
     status, markdown, _ = stampgen("diff", str(old), str(new), "--format", "markdown")
     assert status == 1
-    assert (
-        markdown.splitlines()[0]
-        == f"{len(json.loads(stampgen('diff', str(old), str(new), '--format', 'json')[1]))} decision(s) changed:"
-    )
+    count = len(json.loads(stampgen("diff", str(old), str(new), "--format", "json")[1])["changes"])
+    assert markdown.splitlines()[0] == f"**{count} change(s)** in what the rules decide, `{old}` → `{new}`"
     assert "| verify | triton → ← " in markdown
 
 
@@ -216,6 +234,7 @@ def git(cwd: Path, *argv: str) -> str:
 @pytest.fixture
 def repo_with_history(tmp_path: Path, monkeypatch) -> Path:
     """A git repo on `main` with the shipped rules, then a `feature` branch that changes verify."""
+    monkeypatch.delenv("STAMPGEN_DIFF_BASE", raising=False)  # the default base is the merge-base with main
     git(tmp_path, "init", "-q", "-b", "main")
     git(tmp_path, "config", "user.email", "test@example.com")
     git(tmp_path, "config", "user.name", "test")
@@ -234,12 +253,14 @@ def repo_with_history(tmp_path: Path, monkeypatch) -> Path:
 def test_diff_between_two_revisions_shows_the_change(stampgen, repo_with_history):
     status, out, err = stampgen("diff", "HEAD~1", "HEAD")
     assert status == 1, err
-    assert out.startswith("LinearAttnBackends.verify: triton → ")
-    assert "rules/linear_attn.rules@HEAD~1:" in out and "rules/linear_attn.rules@HEAD:" in out
+    line = SHIPPED[:_AT].count("\n") + 1  # the stamp's verify
+    assert "\nLinearAttnBackends.verify: triton → " in "\n" + out
+    assert f"rule: const rules/linear_attn.rules:{line}:" in out
+    assert f"→ follow rules/linear_attn.rules:{line}:" in out
 
 
 def test_diff_of_a_revision_with_itself_exits_0(stampgen, repo_with_history):
-    assert stampgen("diff", "HEAD", "HEAD") == (0, "no behaviour change\n", "")
+    assert stampgen("diff", "HEAD", "HEAD") == (0, "no decision changed\n", "")
 
 
 def test_diff_without_arguments_compares_the_merge_base_with_main_to_the_working_tree(
@@ -248,7 +269,7 @@ def test_diff_without_arguments_compares_the_merge_base_with_main_to_the_working
     status, out, _ = stampgen("diff")
     assert status == 1 and "LinearAttnBackends.verify" in out
     (repo_with_history / "rules" / "linear_attn.rules").write_text(SHIPPED, encoding="utf-8")
-    assert stampgen("diff") == (0, "no behaviour change\n", "")
+    assert stampgen("diff") == (0, "no decision changed\n", "")
 
 
 def test_diff_of_a_revision_against_the_working_tree(stampgen, repo_with_history):
@@ -261,7 +282,7 @@ def test_diff_of_a_revision_against_the_working_tree(stampgen, repo_with_history
 def test_diff_of_an_unknown_revision_exits_2_with_gits_message(stampgen, repo_with_history):
     status, out, err = stampgen("diff", "no-such-revision")
     assert status == 2 and out == ""
-    assert err.startswith("stampgen diff: error: git ") and "no-such-revision" in err
+    assert err.startswith("stampgen diff: error: git: no commit 'no-such-revision'")
     assert "Traceback" not in err
 
 
@@ -292,4 +313,4 @@ def test_diff_of_a_stamp_too_wide_for_one_table_reports_the_changed_field_only(s
     new.write_text(WIDE_RULES.replace("m.x1 == a", "m.x1 == b") + "\n", encoding="utf-8")
     status, out, _ = stampgen("diff", str(old), str(new), "--format", "json")
     assert status == 1
-    assert {c["field"] for c in json.loads(out)} == {"f0"}
+    assert {c["title"] for c in json.loads(out)["changes"]} == {"S.f0"}

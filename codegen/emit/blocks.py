@@ -15,6 +15,7 @@ from stampgen.codegen import ir
 from stampgen.codegen.diagnostics import error
 from stampgen.codegen.emit.exprs import Ref, Scope, negate
 from stampgen.codegen.emit.names import TopLevel, param_for, py_literal, py_str
+from stampgen.codegen.emit.parities import WaiverView, waiver_views
 from stampgen.codegen.emit.positions import launch_id, statement_ids, statement_text, validate_id
 from stampgen.codegen.emit.reads import Chain, Reads, chain, read_leaves
 from stampgen.codegen.model import BoolT, EnumT, LaunchInfo, Model, ValidateInfo
@@ -66,6 +67,18 @@ class LaunchView(msgspec.Struct, frozen=True, kw_only=True):
     changes: str  # the local collecting what it sets
 
 
+class WaiverLocals(msgspec.Struct, frozen=True, kw_only=True):
+    """The local names a validator with waivers uses (claimed, so that no leaf's local is overwritten)."""
+
+    datetime: str  # the datetime module
+    waived_for: str  # the consumer's class name
+    waiver: str  # the waiver that applies to this call, or None
+    error: str
+    until: str
+    reason: str
+    identity: str
+
+
 class ValidateView(msgspec.Struct, frozen=True, kw_only=True):
     name: str
     fn: str
@@ -75,6 +88,9 @@ class ValidateView(msgspec.Struct, frozen=True, kw_only=True):
     signature: str
     reads: Reads
     stmts: list[CheckView | FallbackView]
+    waivers: list[WaiverView]  # consumer classes whose failures are logged, not raised, until a date
+    waivers_const: str | None  # None without waivers
+    local: WaiverLocals | None  # None without waivers
 
 
 def _check(stmt: ir.Check, identity: str, scope: Scope, block: str) -> CheckView:
@@ -114,7 +130,7 @@ def emit_launch(model: Model, info: LaunchInfo, top: TopLevel) -> LaunchView:
         model, names, _statement_refs(decl.stmts), {ns: p for ns, (p, _) in zip(info.namespaces, params)}
     )
     local_types = {f.name: f.type for f in info.locals}
-    plain = tuple(s for s in decl.stmts if not isinstance(s, ir.FieldDecl))
+    plain = tuple(s for s in decl.stmts if isinstance(s, (ir.SetStmt, ir.Check)))
     identities = dict(zip(map(id, plain), statement_ids(info.name, plain)))
     stmts: list[SetView | CheckView | LocalView] = []
     for stmt in decl.stmts:
@@ -167,7 +183,19 @@ def emit_validate(model: Model, info: ValidateInfo, top: TopLevel) -> ValidateVi
     stamp = model.stamps[info.stamps[0]] if info.stamps else None
     stamp_param = "stamp" if stamp is not None else ""
     params = [param_for(model, ns) for ns in info.namespaces]
-    names = top.locals(*([stamp_param] if stamp else []), *(p for p, _ in params), what=what, loc=decl.loc)
+    # a block with waivers is told which consumer calls it (and, for tests, the date); without them, as before
+    waiver_params = (
+        [("consumer", "type | None = None"), ("today", "str | None = None")] if decl.waivers else []
+    )
+    names = top.locals(
+        *([stamp_param] if stamp else []), *(p for p, _ in params + waiver_params), what=what, loc=decl.loc
+    )
+    waivers_const = (
+        top.claim(f"_{snake_case(info.name).upper()}_WAIVERS", what, None) if decl.waivers else None
+    )
+    local = None
+    if decl.waivers:
+        local = WaiverLocals(**{n: names.claim(n) for n in WaiverLocals.__struct_fields__})
     reads, refs = read_leaves(
         model, names, _statement_refs(decl.stmts), {ns: p for ns, (p, _) in zip(info.namespaces, params)}
     )
@@ -177,7 +205,8 @@ def emit_validate(model: Model, info: ValidateInfo, top: TopLevel) -> ValidateVi
         for f in stamp.fields:
             refs[f"{stamp.name}.{f.name}"] = Ref(code=f"{stamp_param}.{f.name}", type=f.type, optional=False)
     scope = Scope(refs, stamp_fields)
-    plain = tuple(s for s in decl.stmts if isinstance(s, (ir.Check, ir.Fallback)))
+    # reading a second stamp is refused above: its fields have no code to emit, so emit no statement
+    plain = tuple(s for s in decl.stmts if isinstance(s, (ir.Check, ir.Fallback)) and len(info.stamps) < 2)
     stmts: list[CheckView | FallbackView] = []
     for stmt, identity in zip(plain, statement_ids(info.name, plain)):
         if isinstance(stmt, ir.Check):
@@ -196,7 +225,7 @@ def emit_validate(model: Model, info: ValidateInfo, top: TopLevel) -> ValidateVi
                 log=py_str(stmt.log),
             )
         )
-    signature = ", ".join(f"{p}: {ann}" for p, ann in params)
+    signature = ", ".join(f"{p}: {ann}" for p, ann in params + waiver_params)
     if stamp is not None:
         signature = f"{stamp_param}: {stamp.name}" + (f", *, {signature}" if signature else "")
     elif signature:
@@ -210,4 +239,7 @@ def emit_validate(model: Model, info: ValidateInfo, top: TopLevel) -> ValidateVi
         signature=signature,
         reads=reads,
         stmts=stmts,
+        waivers=waiver_views(validate_id(info.name), decl.waivers),
+        waivers_const=waivers_const,
+        local=local,
     )

@@ -1,4 +1,5 @@
-"""facts declarations → frozen msgspec records a caller fills once (launch) or per runner."""
+"""facts declarations → frozen msgspec records a caller fills once (launch) or per runner; a record
+refuses, when it is built, an int fact outside its declared domain."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import msgspec
 from stampgen.codegen import ir
 from stampgen.codegen.emit.names import TopLevel, facts_class, py_str, type_ann
 from stampgen.codegen.emit.positions import leaf_id
-from stampgen.codegen.emit.reads import coerce_expr
-from stampgen.codegen.model import LAUNCH, EnumT, Model
+from stampgen.codegen.emit.reads import coerce_expr, int_refusal
+from stampgen.codegen.model import LAUNCH, EnumT, IntT, Model
 
 
 class Coercion(msgspec.Struct, frozen=True, kw_only=True):
@@ -18,6 +19,13 @@ class Coercion(msgspec.Struct, frozen=True, kw_only=True):
     name_literal: str
     annotation: str
     expr: str
+
+
+class Refusal(msgspec.Struct, frozen=True, kw_only=True):
+    """An int field of a record: a value outside its declared domain is a ValueError."""
+
+    cond: str
+    error: str
 
 
 class FactField(msgspec.Struct, frozen=True, kw_only=True):
@@ -31,6 +39,7 @@ class FactsView(msgspec.Struct, frozen=True, kw_only=True):
     doc: str
     fields: list[FactField]
     coercions: list[Coercion]
+    refusals: list[Refusal]
 
 
 def coercion(name: str, enum: EnumT, what: str) -> Coercion:
@@ -40,6 +49,11 @@ def coercion(name: str, enum: EnumT, what: str) -> Coercion:
         annotation=enum.name,
         expr=coerce_expr(enum, f"self.{name}", what),
     )
+
+
+def refusal(name: str, t: IntT, what: str) -> Refusal:
+    cond, error = int_refusal(t, f"self.{name}", what)
+    return Refusal(cond=cond, error=error)
 
 
 def emit_facts(model: Model, decl: ir.FactsDecl, top: TopLevel) -> FactsView:
@@ -59,5 +73,10 @@ def emit_facts(model: Model, decl: ir.FactsDecl, top: TopLevel) -> FactsView:
             coercion(leaf.name, leaf.type, leaf_id(leaf.full_name))
             for leaf in leaves
             if isinstance(leaf.type, EnumT)
+        ],
+        refusals=[
+            refusal(leaf.name, leaf.type, leaf_id(leaf.full_name))
+            for leaf in leaves
+            if isinstance(leaf.type, IntT)
         ],
     )

@@ -6,7 +6,29 @@ import msgspec
 
 from stampgen.codegen import ir
 from stampgen.codegen.emit.names import TopLevel, py_str, py_tuple
-from stampgen.codegen.emit.positions import parity_id
+from stampgen.codegen.emit.positions import parity_id, waiver_id
+
+
+class WaiverView(msgspec.Struct, frozen=True, kw_only=True):
+    """One `waive CLASS until DATE "reason"`, as Python literals."""
+
+    cls: str
+    until: str  # YYYY-MM-DD: ISO dates compare as strings
+    reason: str
+    identity: str  # its key in RULE_POSITIONS
+
+
+def waiver_views(owner: str, waivers: tuple[ir.Waiver, ...]) -> list[WaiverView]:
+    """The waivers of a block named `owner` (its identity: `parity NAME`, `validate NAME`)."""
+    return [
+        WaiverView(
+            cls=py_str(w.cls.value),
+            until=py_str(w.until),
+            reason=py_str(w.reason or ""),
+            identity=py_str(waiver_id(owner, w.cls.value)),
+        )
+        for w in waivers
+    ]
 
 
 class ParityView(msgspec.Struct, frozen=True, kw_only=True):
@@ -25,6 +47,8 @@ class ParityView(msgspec.Struct, frozen=True, kw_only=True):
     exclude_const: str
     hooks: str  # a Python tuple literal
     hooks_const: str
+    waivers: list[WaiverView]  # drafts allowed to differ from their target until a date
+    waivers_const: str | None  # None without waivers
 
 
 def emit_parity(decl: ir.ParityDecl, top: TopLevel) -> ParityView:
@@ -47,4 +71,6 @@ def emit_parity(decl: ir.ParityDecl, top: TopLevel) -> ParityView:
         exclude_const=top.claim(f"_{upper}_EXCLUDE", what, None),
         hooks=py_tuple(h.value for h in decl.hooks),
         hooks_const=top.claim(f"_{upper}_HOOKS", what, None),
+        waivers=waiver_views(parity_id(name), decl.waivers),
+        waivers_const=top.claim(f"_{upper}_WAIVERS", what, None) if decl.waivers else None,
     )

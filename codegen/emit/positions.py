@@ -75,6 +75,11 @@ def parity_id(name: str) -> str:
     return f"parity {name}"
 
 
+def waiver_id(owner: str, cls: str) -> str:
+    """A waiver of a parity (`owner` = `parity NAME`) or of a validate block (`validate NAME`)."""
+    return f"{owner} waive {cls}"
+
+
 def statement_text(stmt: ir.SetStmt | ir.Check | ir.Fallback) -> str:
     """A statement as written (canonical spacing), without its message or log line."""
     if isinstance(stmt, ir.SetStmt):
@@ -134,23 +139,30 @@ def rule_locations(model: Model) -> dict[str, ir.Loc]:
         elif isinstance(decl, ir.LaunchDecl):
             name = decl.name.value
             found[launch_id(name)] = decl.loc
-            stmts = tuple(s for s in decl.stmts if not isinstance(s, ir.FieldDecl))
+            stmts = tuple(s for s in decl.stmts if isinstance(s, (ir.SetStmt, ir.Check)))
             for identity, stmt in zip(statement_ids(name, stmts), stmts):
                 found[identity] = stmt.loc
             for stmt in decl.stmts:
                 if isinstance(stmt, ir.FieldDecl):
                     chain(name, stmt)
+                elif isinstance(stmt, ir.UseStmt):
+                    for ref in stmt.fields:
+                        found[f"{name} use {ref.name}"] = ref.loc
         elif isinstance(decl, ir.ValidateDecl):
             name = decl.name.value
             found[validate_id(name)] = decl.loc
             stmts = tuple(s for s in decl.stmts if isinstance(s, (ir.Check, ir.Fallback)))
             for identity, stmt in zip(statement_ids(name, stmts), stmts):
                 found[identity] = stmt.loc
+            for waiver in decl.waivers:
+                found[waiver_id(validate_id(name), waiver.cls.value)] = waiver.loc
         elif isinstance(decl, ir.GuardDecl):
             for consumer in decl.consumers:
                 found.setdefault(guard_id(consumer.value), decl.loc)
         elif isinstance(decl, ir.ParityDecl):
             found[parity_id(decl.name.value)] = decl.loc
+            for waiver in decl.waivers:
+                found[waiver_id(parity_id(decl.name.value), waiver.cls.value)] = waiver.loc
     return dict(sorted(found.items(), key=lambda item: (item[1].line, item[1].col)))
 
 

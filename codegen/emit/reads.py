@@ -1,6 +1,7 @@
 """What a generated function reads: config leaves read once into typed locals at its top (enum names
-become members, a default fills an unset leaf), facts read from their frozen record, and the precedence
-chains of fields computed from them."""
+become members, a default fills an unset leaf, an int outside its declared domain is refused), facts read
+from their frozen record (which refuses such ints when it is built), and the precedence chains of fields
+computed from them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from stampgen.codegen.emit.exprs import Ref, Scope
 from stampgen.codegen.emit.names import Locals, coercer_name, py_literal, py_str, py_tuple, type_ann
 from stampgen.codegen.emit.positions import leaf_id
 from stampgen.codegen.interpreter import leaves_in_order, tier_text
-from stampgen.codegen.model import EnumT, LeafInfo, Model, Type
+from stampgen.codegen.model import EnumT, IntT, LeafInfo, Model, Type
 
 
 class Read(msgspec.Struct, frozen=True, kw_only=True):
@@ -24,6 +25,8 @@ class Read(msgspec.Struct, frozen=True, kw_only=True):
     expr: str
     default: str | None  # used when the leaf is unset
     required: str | None  # the error (a Python literal) when a leaf the rules say is always set is unset
+    refused: str | None  # an int leaf: the condition under which its value is outside its domain
+    refusal: str | None  # ... and the error raised then
 
 
 class Reads(msgspec.Struct, frozen=True, kw_only=True):
@@ -40,18 +43,39 @@ def coerce_expr(enum: EnumT, raw: str, what: str) -> str:
     return f"{coercer_name(enum)}({raw}, {py_str(what)})"
 
 
+def int_refusal(t: IntT, value: str, what: str) -> tuple[str, str]:
+    """(condition, error) refusing `value` (an expression) when it is not an int of `t`'s domain, as the
+    interpreter refuses it (a bool is not an int here); the error names `what` (an identity) and its
+    rules line."""
+    allowed = "(" + ", ".join(map(str, t.values)) + ("," if len(t.values) == 1 else "") + ")"
+    listing = ", ".join(map(str, t.values))
+    cond = f"{value} not in {allowed} or not isinstance({value}, int) or isinstance({value}, bool)"
+    error = (
+        f'ValueError(f"{what} ({{RULE_POSITIONS[{py_str(what)}]}}): {{{value}!r}} is not one of {listing}")'
+    )
+    return cond, error
+
+
 def _read(leaf: LeafInfo, param: str, local: str) -> Read:
     raw = f"{param}.{leaf.name}"
     expr = coerce_expr(leaf.type, raw, leaf_id(leaf.full_name)) if isinstance(leaf.type, EnumT) else raw
     required = None
     if not leaf.optional and leaf.default is None:
         required = f"_unset_leaf({py_str(leaf_id(leaf.full_name))})"
+    default = py_literal(leaf.default, leaf.type) if leaf.default is not None else None
+    refused = refusal = None
+    if isinstance(leaf.type, IntT):
+        refused, refusal = int_refusal(leaf.type, local, leaf_id(leaf.full_name))
+        if default is None and required is None:  # else it is an `elif` of the unset branch
+            refused = f"{local} is not None and ({refused})"
     return Read(
         local=local,
         annotation=f"{type_ann(leaf.type)} | None",
         expr=expr,
-        default=py_literal(leaf.default, leaf.type) if leaf.default is not None else None,
+        default=default,
         required=required,
+        refused=refused,
+        refusal=refusal,
     )
 
 
