@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from stampgen.codegen import ir
-from stampgen.codegen.diagnostics import Diagnostic, Note
+from stampgen.codegen.diagnostics import Diagnostic, Note, Severity
 from stampgen.codegen.interpreter import show_expr, show_value
 from stampgen.codegen.model import Model, domain
 
@@ -556,7 +556,7 @@ class _Analysis:
         constant (`x is unset` on a leaf that is never unset): that warning says the same, where it is."""
         if any(_inside(c, span or loc) for c in self.constant):
             return
-        self.found.append(Diagnostic("warning", code.value, message, loc, hint, tuple(notes)))
+        self.found.append(Diagnostic(Severity.WARNING, code.value, message, loc, hint, tuple(notes)))
 
     def never(self, f: Formula) -> bool:
         """True when no input satisfies `f`, decided (an undecided question is no finding)."""
@@ -830,7 +830,7 @@ class _Analysis:
                 value = local.get(ref)
                 return value if value is not None else config[ref] if ref in config else Input(ref)
 
-            for stmt in launch.decl.stmts:
+            for stmt in launch.stmts:
                 self._next_rule()
                 if isinstance(stmt, ir.SetStmt):
                     applies = self.f.expr(stmt.when, env) if stmt.when is not None else True
@@ -910,10 +910,10 @@ class _Analysis:
     ) -> Formula:
         """Report a check that never fails, never fails first, or always fails; returns when it fails."""
         cond = self.f.expr(stmt.cond, env)
-        fails = cond if stmt.kind == "forbid" else self.f.neg(cond)
+        fails = cond if stmt.kind == ir.CheckKind.FORBID else self.f.neg(cond)
         what = f"this `{stmt.kind}`"
         if self.never(fails):
-            if stmt.kind == "forbid":
+            if stmt.kind == ir.CheckKind.FORBID:
                 message, notes = (
                     f"{what} can never fail: its condition is never true",
                     self._never_true(stmt.cond, env),
@@ -934,7 +934,7 @@ class _Analysis:
             )
             return fails
         if self.never(self.f.neg(fails)):
-            notes = self._never_true(stmt.cond, env) if stmt.kind == "require" else []
+            notes = self._never_true(stmt.cond, env) if stmt.kind == ir.CheckKind.REQUIRE else []
             self.warn(
                 Finding.CHECK_ALWAYS_FIRES, f"{what} always fails: it fails on every input", stmt.loc, notes
             )
@@ -1043,10 +1043,9 @@ def _inside(inner: ir.Loc, outer: ir.Loc) -> bool:
 
 
 def _tier_source(tier: ir.Tier, env: Env) -> Value:
-    if tier.value is not None:  # a constant tier
+    if isinstance(tier, ir.ConstTier):
         return Fixed(tier.value.value)
-    assert tier.ref is not None, "every other tier reads a name"
-    return env(tier.ref.name)
+    return env(tier.ref.name)  # every other tier copies a name
 
 
 def _slot_var(stamp: str, slot: str) -> str:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import traceback
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 # The rest of stampgen is imported where it is used, so that importing it happens inside main()'s
 # handlers: a Ctrl-C or an error while importing ends in one line like anywhere else in a command.
@@ -60,7 +60,13 @@ class _VersionAction(argparse.Action):
             help="print the version",
         )
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
         raise _ShowVersion()
 
 

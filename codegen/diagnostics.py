@@ -7,7 +7,12 @@ from collections.abc import Iterable
 
 import msgspec
 
-from stampgen.codegen.ir import Loc
+from stampgen.codegen.ir import Loc, TextEnum
+
+
+class Severity(TextEnum):
+    ERROR = "error"  # the rules cannot be generated (exit 1)
+    WARNING = "warning"  # the rules work, but something in them is probably not meant (exit 1 with --strict)
 
 
 class Note(msgspec.Struct, frozen=True):
@@ -18,7 +23,7 @@ class Note(msgspec.Struct, frozen=True):
 
 
 class Diagnostic(msgspec.Struct, frozen=True):
-    severity: str  # "error" | "warning"
+    severity: Severity
     code: str  # stable identifier, e.g. "unknown-name"; golden tests pin the message per code
     message: str
     loc: Loc
@@ -27,15 +32,15 @@ class Diagnostic(msgspec.Struct, frozen=True):
 
     @property
     def is_error(self) -> bool:
-        return self.severity == "error"
+        return self.severity == Severity.ERROR
 
 
 def error(code: str, message: str, loc: Loc, hint: str | None = None) -> Diagnostic:
-    return Diagnostic("error", code, message, loc, hint)
+    return Diagnostic(Severity.ERROR, code, message, loc, hint)
 
 
 def warning(code: str, message: str, loc: Loc, hint: str | None = None) -> Diagnostic:
-    return Diagnostic("warning", code, message, loc, hint)
+    return Diagnostic(Severity.WARNING, code, message, loc, hint)
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:

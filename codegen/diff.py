@@ -35,7 +35,7 @@ import msgspec
 
 from stampgen.codegen import domains, ir, table
 from stampgen.codegen import interpreter as interp
-from stampgen.codegen.model import PROCESS, EnumT, LeafInfo, Model, StampInfo, Type, domain, type_name
+from stampgen.codegen.model import EnumT, LeafInfo, Model, Scope, StampInfo, Type, domain, type_name
 
 NO_CHANGE = "no decision changed"
 BASE_ENV = "STAMPGEN_DIFF_BASE"
@@ -200,7 +200,7 @@ def _diff_enums(old: Model, new: Model, changes: list[Change]) -> None:
 
 
 def _leaf_kind(leaf: LeafInfo) -> Kind:
-    return Kind.CONFIG if leaf.scope == PROCESS else Kind.FACTS
+    return Kind.CONFIG if leaf.scope == Scope.PROCESS else Kind.FACTS
 
 
 def _type_sig(t: Type) -> list[Any]:

@@ -74,7 +74,7 @@ class _Mentions:
         name = decl.name.value
         for tier in decl.tiers:
             self.expr(tier.when)
-            if tier.kind == "const":
+            if isinstance(tier, ir.ConstTier):
                 self._add(name, tier.value.value)
             else:
                 self.flows.setdefault(name, []).append(tier.ref.name)
@@ -277,7 +277,7 @@ def stamping_domain(model: Model, info: StampInfo) -> InputDomain:
 def _launch_names(launch: LaunchInfo, mentions: _Mentions) -> list[str]:
     """What one launch block reads (and writes), noting what it says about each input in `mentions`."""
     names: list[str] = []
-    for stmt in launch.decl.stmts:
+    for stmt in launch.stmts:
         if isinstance(stmt, ir.SetStmt):
             mentions.expr(stmt.when)
             mentions.set_value(stmt.target.name, stmt.value.value)

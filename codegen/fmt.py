@@ -147,9 +147,8 @@ def _assemble(rendered: list[tuple[str, str | None, int]]) -> str:
         ):
             j += 1
         width = max(len(rendered[k][0].rstrip()) for k in range(i, j)) + 2
-        for k in range(i, j):
-            c, com, _ = rendered[k]
-            out.append(c.rstrip().ljust(width) + com)
+        for c, com, _ in rendered[i:j]:
+            out.append(c.rstrip().ljust(width) + (com or ""))  # every line of the run has a comment
         i = j
     # at most one blank line in a row; none at the start or end
     result: list[str] = []

@@ -63,7 +63,7 @@ def show_expr(e: ir.Expr) -> str:
 _PRECEDENCE = {ir.Implies: 1, ir.Or: 2, ir.And: 3}
 
 
-def _paren(child: ir.Expr, parent: ir.Expr) -> str:
+def _paren(child: ir.Expr, parent: ir.And | ir.Or | ir.Implies) -> str:
     text = show_expr(child)
     if type(child) in _PRECEDENCE and _PRECEDENCE[type(child)] <= _PRECEDENCE[type(parent)]:
         if not (type(child) is type(parent) and type(parent) is not ir.Implies and child is parent.left):
@@ -127,13 +127,13 @@ def eval_expr(e: ir.Expr, env: Mapping[str, Any], stamp_fields: Mapping[str, tup
         return not inside if e.negated else inside
     assert isinstance(e, ir.Compare)
     lit = e.value.value
-    if e.op == "==":
+    if e.op == ir.CompareOp.EQ:
         return value is not None and value == lit
-    if e.op == "!=":
+    if e.op == ir.CompareOp.NE:
         return value is None or value != lit
     if value is None:
         return False
-    return {"<": value < lit, "<=": value <= lit, ">=": value >= lit}[e.op]
+    return {ir.CompareOp.LT: value < lit, ir.CompareOp.LE: value <= lit, ir.CompareOp.GE: value >= lit}[e.op]
 
 
 def _expr_names(e: ir.Expr, stamp_fields: Mapping[str, tuple[str, ...]]) -> list[str]:
@@ -167,7 +167,7 @@ def _missing(e: ir.Expr | None, env: Mapping[str, Any], stamp_fields: Mapping[st
 
 
 class TierOutcome(msgspec.Struct):
-    tier: str  # the label: flag / auto / base / follow / const
+    tier: ir.TierKind  # the label
     text: str  # the tier as written
     source: str
     status: str  # won / lost / not reached / undecided
@@ -181,7 +181,7 @@ class TierOutcome(msgspec.Struct):
 
 class FieldOutcome(msgspec.Struct):
     value: Any
-    tier: str | None
+    tier: ir.TierKind | None  # the deciding tier's label
     source: str | None
     tiers: list[TierOutcome]
     origin: str | None = None  # the input the value was copied from (flag/base/auto), for symbolic tables
@@ -191,7 +191,7 @@ class FieldOutcome(msgspec.Struct):
 
 
 def tier_text(tier: ir.Tier) -> str:
-    head = ir.literal_text(tier.value) if tier.kind == "const" else f"{tier.kind} {tier.ref.name}"
+    head = ir.literal_text(tier.value) if isinstance(tier, ir.ConstTier) else f"{tier.kind} {tier.ref.name}"
     return f"{head} when {show_expr(tier.when)}" if tier.when is not None else head
 
 
@@ -233,11 +233,11 @@ def resolve_chain(
                     )
                 continue
         ref = tier.ref.name if tier.ref is not None else ""  # every tier but a constant copies a name
-        if tier.kind == "const":
+        if isinstance(tier, ir.ConstTier):
             value, origin, why = tier.value.value, None, "the constant"
         else:
             value = _lookup(env, ref)
-            origin = origins.get(ref, ref) if tier.kind == "follow" else ref
+            origin = origins.get(ref, ref) if isinstance(tier, ir.FollowTier) else ref
             why = f"{ref} = {shown(env, ref)}" if explain else ""
         if value is None:
             if explain:
@@ -525,7 +525,7 @@ def run_launch(
     stop: RuleViolation | None = None
     for launch in model.launches:
         local_names = []
-        for stmt in launch.decl.stmts:
+        for stmt in launch.stmts:
             if stop is not None:
                 log.append(_not_reached(stmt, stop))
                 continue
@@ -584,7 +584,7 @@ def _run_check(
     if holds is UNKNOWN:
         missing = _missing(stmt.cond, env, stamp_fields)
         return LaunchOutcome("check", text, str(stmt.loc), UNDECIDED, _cannot(missing, env), missing)
-    failed = holds if stmt.kind == "forbid" else not holds
+    failed = holds if stmt.kind == ir.CheckKind.FORBID else not holds
     if failed:
         violations.append(RuleViolation(stmt.message, str(stmt.loc), rule))
         return LaunchOutcome("check", text, str(stmt.loc), "violated", stmt.message)

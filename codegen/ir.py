@@ -1,15 +1,26 @@
 """The data model: a frozen IR of one .rules file, every node carrying its position.
 
-The parser builds it, the checker resolves it (codegen/checks.py), the interpreter evaluates it and the
+The parser builds it, the checker resolves it (codegen/checks/), the interpreter evaluates it and the
 templates render it. Nothing here knows about Lark or Jinja. Names are plain strings; `Ref.name` is the
-dotted name exactly as written in the rules (`mamba.linear_attn_backend`, `decode`, `runner.sm`).
+dotted name exactly as written in the rules (`mamba.linear_attn_backend`, `decode`, `runner.sm`). Every
+closed set of words (tier kinds, comparison operators, check kinds) is a TextEnum.
 """
 
 from __future__ import annotations
 
-from typing import Any, Union
+import enum
+from typing import Any, ClassVar, Union
 
 import msgspec
+
+
+class TextEnum(str, enum.Enum):
+    """A closed set of words. Each member is the str the rules and the reports spell it (it prints, compares,
+    hashes and encodes as that word), so the output reads the same while a misspelt kind is an error that
+    mypy, or the first run, reports."""
+
+    def __str__(self) -> str:
+        return str(self.value)
 
 
 class _Tagged(msgspec.Struct, frozen=True, tag_field="node"):
@@ -39,19 +50,19 @@ class Name(msgspec.Struct, frozen=True):
 # --------------------------------------------------------------------------------------------- literals
 
 
-class NameLit(_Tagged, tag="name"):
+class NameLit(_Tagged, frozen=True, tag="name"):
     """A bare name used as a value: an enum member."""
 
     value: str
     loc: Loc
 
 
-class IntLit(_Tagged, tag="int"):
+class IntLit(_Tagged, frozen=True, tag="int"):
     value: int
     loc: Loc
 
 
-class BoolLit(_Tagged, tag="bool"):
+class BoolLit(_Tagged, frozen=True, tag="bool"):
     value: bool
     loc: Loc
 
@@ -68,14 +79,14 @@ def literal_text(lit: Literal) -> str:
 # --------------------------------------------------------------------------------------------- types
 
 
-class NamedType(_Tagged, tag="named"):
+class NamedType(_Tagged, frozen=True, tag="named"):
     """`bool` or the name of an enum."""
 
     name: str
     loc: Loc
 
 
-class IntType(_Tagged, tag="int"):
+class IntType(_Tagged, frozen=True, tag="int"):
     """`int in {...}`: an integer with a finite domain."""
 
     values: tuple[int, ...]
@@ -93,21 +104,31 @@ class Ref(msgspec.Struct, frozen=True):
     loc: Loc
 
 
-class Truthy(_Tagged, tag="truthy"):
+class Truthy(_Tagged, frozen=True, tag="truthy"):
     """A boolean leaf or fact used as a condition."""
 
     ref: Ref
     loc: Loc
 
 
-class Compare(_Tagged, tag="compare"):
+class CompareOp(TextEnum):
+    """The comparisons a condition makes (`>` separates tiers, so it is not one of them)."""
+
+    EQ = "=="
+    NE = "!="
+    LT = "<"
+    LE = "<="
+    GE = ">="
+
+
+class Compare(_Tagged, frozen=True, tag="compare"):
     ref: Ref
-    op: str  # one of == != < <= >=
+    op: CompareOp
     value: Literal
     loc: Loc
 
 
-class Member(_Tagged, tag="member"):
+class Member(_Tagged, frozen=True, tag="member"):
     """`ref in {a, b}` or, negated, `ref not in {a, b}`."""
 
     ref: Ref
@@ -116,7 +137,7 @@ class Member(_Tagged, tag="member"):
     loc: Loc
 
 
-class AnyField(_Tagged, tag="any_field"):
+class AnyField(_Tagged, frozen=True, tag="any_field"):
     """`value in Stamp`: some field of the stamp has this value."""
 
     value: NameLit
@@ -124,7 +145,7 @@ class AnyField(_Tagged, tag="any_field"):
     loc: Loc
 
 
-class IsUnset(_Tagged, tag="is_unset"):
+class IsUnset(_Tagged, frozen=True, tag="is_unset"):
     """`ref is unset` or, negated, `ref is set`."""
 
     ref: Ref
@@ -132,29 +153,29 @@ class IsUnset(_Tagged, tag="is_unset"):
     loc: Loc
 
 
-class Const(_Tagged, tag="const"):
+class Const(_Tagged, frozen=True, tag="const"):
     value: bool
     loc: Loc
 
 
-class Not(_Tagged, tag="not"):
+class Not(_Tagged, frozen=True, tag="not"):
     operand: Expr
     loc: Loc
 
 
-class And(_Tagged, tag="and"):
+class And(_Tagged, frozen=True, tag="and"):
     left: Expr
     right: Expr
     loc: Loc
 
 
-class Or(_Tagged, tag="or"):
+class Or(_Tagged, frozen=True, tag="or"):
     left: Expr
     right: Expr
     loc: Loc
 
 
-class Implies(_Tagged, tag="implies"):
+class Implies(_Tagged, frozen=True, tag="implies"):
     left: Expr
     right: Expr
     loc: Loc
@@ -194,7 +215,7 @@ def expr_literals(expr: Expr) -> list[tuple[Ref, Literal]]:
 # --------------------------------------------------------------------------------------------- declarations
 
 
-class EnumDecl(_Tagged, tag="enum"):
+class EnumDecl(_Tagged, frozen=True, tag="enum"):
     name: Name
     members: tuple[Name, ...]
     open_member: Name | None
@@ -211,19 +232,19 @@ class Leaf(msgspec.Struct, frozen=True):
     loc: Loc
 
 
-class ConfigDecl(_Tagged, tag="config"):
+class ConfigDecl(_Tagged, frozen=True, tag="config"):
     name: Name
     leaves: tuple[Leaf, ...]
     loc: Loc
 
 
-class FactsDecl(_Tagged, tag="facts"):
+class FactsDecl(_Tagged, frozen=True, tag="facts"):
     name: Name
     leaves: tuple[Leaf, ...]
     loc: Loc
 
 
-class SetStmt(_Tagged, tag="set"):
+class SetStmt(_Tagged, frozen=True, tag="set"):
     """`set config.leaf = value when cond log "..."`: a write to process config (launch blocks only)."""
 
     target: Ref
@@ -233,37 +254,87 @@ class SetStmt(_Tagged, tag="set"):
     loc: Loc
 
 
-class Check(_Tagged, tag="check"):
+class CheckKind(TextEnum):
+    FORBID = "forbid"  # fails when its condition holds
+    REQUIRE = "require"  # fails when its condition does not hold
+
+
+class Check(_Tagged, frozen=True, tag="check"):
     """`forbid cond "message"` (fails when cond holds) or `require cond "message"` (fails when it does not)."""
 
-    kind: str  # "forbid" | "require"
+    kind: CheckKind
     cond: Expr
     message: str
     loc: Loc
 
 
-class Tier(msgspec.Struct, frozen=True):
-    """One labelled step of a precedence chain.
+class TierKind(TextEnum):
+    """The label of a precedence chain's step, as the rules and every explanation spell it."""
 
-    kind: "flag" (a config leaf, when set), "auto" (a slot, when the caller gave it), "base" (a config leaf
-    or its default), "follow" (another field of the same record), "const" (a literal).
-    """
+    FLAG = "flag"
+    AUTO = "auto"
+    BASE = "base"
+    FOLLOW = "follow"
+    CONST = "const"
 
-    kind: str
-    ref: Ref | None
-    value: Literal | None
+
+class FlagTier(_Tagged, frozen=True, tag="flag_tier"):
+    """`flag config.leaf`: the leaf's value, when it is set (the operator's explicit choice)."""
+
+    kind: ClassVar[TierKind] = TierKind.FLAG
+    ref: Ref  # a config leaf
     when: Expr | None
     loc: Loc
 
 
-class FieldDecl(_Tagged, tag="field"):
+class AutoTier(_Tagged, frozen=True, tag="auto_tier"):
+    """`auto slot`: the stamp's slot, when the caller gave it (a runner's auto-default)."""
+
+    kind: ClassVar[TierKind] = TierKind.AUTO
+    ref: Ref  # a slot of the stamp
+    when: Expr | None
+    loc: Loc
+
+
+class BaseTier(_Tagged, frozen=True, tag="base_tier"):
+    """`base config.leaf`: the leaf's value or its default."""
+
+    kind: ClassVar[TierKind] = TierKind.BASE
+    ref: Ref  # a config leaf
+    when: Expr | None
+    loc: Loc
+
+
+class FollowTier(_Tagged, frozen=True, tag="follow_tier"):
+    """`follow field`: another field of the same record."""
+
+    kind: ClassVar[TierKind] = TierKind.FOLLOW
+    ref: Ref  # a field of the same stamp or launch block
+    when: Expr | None
+    loc: Loc
+
+
+class ConstTier(_Tagged, frozen=True, tag="const_tier"):
+    """A literal."""
+
+    kind: ClassVar[TierKind] = TierKind.CONST
+    ref: ClassVar[None] = None  # a constant copies no name
+    value: Literal
+    when: Expr | None
+    loc: Loc
+
+
+Tier = Union[FlagTier, AutoTier, BaseTier, FollowTier, ConstTier]  # one labelled step of a precedence chain
+
+
+class FieldDecl(_Tagged, frozen=True, tag="field"):
     name: Name
     tiers: tuple[Tier, ...]
     loc: Loc
     declared: TypeRef | None = None  # `name: Type = ...`; else the tiers tell the type
 
 
-class UseStmt(_Tagged, tag="use"):
+class UseStmt(_Tagged, frozen=True, tag="use"):
     """`use STAMP.FIELD, ...` in a launch block: each field's chain, as the stamp states it, evaluated at
     that statement on the config as normalised so far, as a local named like the field. One source for
     each chain: the launch checks read what the stamp resolves, not a copy of its rules."""
@@ -272,18 +343,22 @@ class UseStmt(_Tagged, tag="use"):
     loc: Loc
 
 
-class LaunchDecl(_Tagged, tag="launch"):
+LaunchStmt = Union[SetStmt, Check, FieldDecl, UseStmt]  # a statement of a launch block, as written
+LocalStmt = Union[SetStmt, Check, FieldDecl]  # one, as every stage after the checker sees it (`use` expanded)
+
+
+class LaunchDecl(_Tagged, frozen=True, tag="launch"):
     """Process-level normalisation, run once at launch: sets, local derived fields and checks, in order.
 
     As parsed, `stmts` may hold `UseStmt`s; the checked model's LaunchInfo.decl holds them expanded into
     the stamp's own FieldDecls (the same nodes), so every later stage sees locals only."""
 
     name: Name
-    stmts: tuple[SetStmt | Check | FieldDecl | UseStmt, ...]
+    stmts: tuple[LaunchStmt, ...]
     loc: Loc
 
 
-class AutoDecl(_Tagged, tag="auto"):
+class AutoDecl(_Tagged, frozen=True, tag="auto"):
     """A per-runner auto-default gate: yields `value` when `when` holds, else nothing."""
 
     name: Name
@@ -303,7 +378,7 @@ class SlotDecl(msgspec.Struct, frozen=True):
     loc: Loc
 
 
-class StampDecl(_Tagged, tag="stamp"):
+class StampDecl(_Tagged, frozen=True, tag="stamp"):
     name: Name
     target: Ref  # runner.<attribute>
     slots: tuple[SlotDecl, ...]
@@ -312,7 +387,7 @@ class StampDecl(_Tagged, tag="stamp"):
     loc: Loc
 
 
-class Fallback(_Tagged, tag="fallback"):
+class Fallback(_Tagged, frozen=True, tag="fallback"):
     """`fallback Stamp.field a -> b when cond log "..."`: an explicit, logged replacement."""
 
     field: Ref
@@ -323,7 +398,7 @@ class Fallback(_Tagged, tag="fallback"):
     loc: Loc
 
 
-class Waiver(_Tagged, tag="waiver"):
+class Waiver(_Tagged, frozen=True, tag="waiver"):
     """`waive CLASS until YYYY-MM-DD "reason"`: a dated, reasoned exception inside a parity or validate block.
 
     In a parity block CLASS is a draft class the check lets pass until the date; in a validate block it is a
@@ -338,14 +413,14 @@ class Waiver(_Tagged, tag="waiver"):
     loc: Loc
 
 
-class ValidateDecl(_Tagged, tag="validate"):
+class ValidateDecl(_Tagged, frozen=True, tag="validate"):
     name: Name
     stmts: tuple[Check | Fallback | SetStmt, ...]
     loc: Loc
     waivers: tuple[Waiver, ...] = ()  # kept apart from stmts: they are not rules the block runs
 
 
-class GuardDecl(_Tagged, tag="guard"):
+class GuardDecl(_Tagged, frozen=True, tag="guard"):
     consumers: tuple[Name, ...]
     module: str
     module_loc: Loc
@@ -353,7 +428,7 @@ class GuardDecl(_Tagged, tag="guard"):
     loc: Loc
 
 
-class ParityDecl(_Tagged, tag="parity"):
+class ParityDecl(_Tagged, frozen=True, tag="parity"):
     """Over a registry (name -> class), drafts must have exactly the hooks their targets have."""
 
     name: Name

@@ -1,6 +1,6 @@
 """The checked model: the IR plus what the checker resolved (types, scopes, evaluation order).
 
-Built only by codegen/checks.py from an IR that passed every check; the interpreter, the templates and the
+Built only by codegen/checks/ from an IR that passed every check; the interpreter, the templates and the
 CLI read it and never look back at the parser.
 """
 
@@ -48,9 +48,12 @@ def domain(t: Type) -> tuple[Any, ...]:
     return (False, True)
 
 
-PROCESS = "process"  # config leaves: operator intent, resolved at launch
-LAUNCH = "launch"  # launch facts: known once per process
-RUNNER = "runner"  # runner facts: known per runner
+class Scope(ir.TextEnum):
+    """When a leaf's value is known, and so which rules may read it."""
+
+    PROCESS = "process"  # config leaves: operator intent, resolved at launch
+    LAUNCH = "launch"  # launch facts: known once per process
+    RUNNER = "runner"  # runner facts: known per runner
 
 
 class LeafInfo(msgspec.Struct, frozen=True):
@@ -58,7 +61,7 @@ class LeafInfo(msgspec.Struct, frozen=True):
 
     namespace: str
     name: str
-    scope: str
+    scope: Scope
     type: Type
     optional: bool
     default: Any  # None when the leaf has no default
@@ -70,7 +73,7 @@ class LeafInfo(msgspec.Struct, frozen=True):
 
     @property
     def is_fact(self) -> bool:
-        return self.scope != PROCESS
+        return self.scope != Scope.PROCESS
 
 
 class FieldInfo(msgspec.Struct, frozen=True):
@@ -103,7 +106,12 @@ class LaunchInfo(msgspec.Struct, frozen=True):
     name: str
     locals: tuple[FieldInfo, ...]
     namespaces: tuple[str, ...]  # config blocks and `launch` facts it reads or writes
-    decl: ir.LaunchDecl
+    decl: ir.LaunchDecl  # its statements with every `use` expanded into the stamp's own FieldDecls
+
+    @property
+    def stmts(self) -> tuple[ir.LocalStmt, ...]:
+        """The block's statements, in order, as they run (the checker expanded every `use`)."""
+        return tuple(s for s in self.decl.stmts if not isinstance(s, ir.UseStmt))
 
 
 class AutoInfo(msgspec.Struct, frozen=True):
@@ -124,7 +132,7 @@ class Model(msgspec.Struct, frozen=True):
     path: str
     enums: dict[str, EnumT]
     leaves: dict[str, LeafInfo]  # by full name
-    namespaces: dict[str, str]  # config/facts block name -> scope
+    namespaces: dict[str, Scope]  # config/facts block name -> scope
     autos: dict[str, AutoInfo]
     stamps: dict[str, StampInfo]
     launches: tuple[LaunchInfo, ...]
@@ -134,7 +142,7 @@ class Model(msgspec.Struct, frozen=True):
     file: ir.RulesFile
 
     def config_namespaces(self) -> tuple[str, ...]:
-        return tuple(ns for ns, scope in self.namespaces.items() if scope == PROCESS)
+        return tuple(ns for ns, scope in self.namespaces.items() if scope == Scope.PROCESS)
 
     def leaves_of(self, namespace: str) -> tuple[LeafInfo, ...]:
         return tuple(leaf for leaf in self.leaves.values() if leaf.namespace == namespace)

@@ -115,7 +115,7 @@ class _ToIR(Transformer):
     @v_args(meta=True)
     def compare(self, meta, children):
         ref, op, value = children
-        return ir.Compare(ref, str(op), value, self._l(meta))
+        return ir.Compare(ref, ir.CompareOp(str(op)), value, self._l(meta))
 
     @v_args(meta=True)
     def member(self, meta, children):
@@ -218,11 +218,11 @@ class _ToIR(Transformer):
 
     @v_args(meta=True)
     def forbid_stmt(self, meta, children):
-        return ir.Check("forbid", children[0], _unquote(children[1]), self._l(meta))
+        return ir.Check(ir.CheckKind.FORBID, children[0], _unquote(children[1]), self._l(meta))
 
     @v_args(meta=True)
     def require_stmt(self, meta, children):
-        return ir.Check("require", children[0], _unquote(children[1]), self._l(meta))
+        return ir.Check(ir.CheckKind.REQUIRE, children[0], _unquote(children[1]), self._l(meta))
 
     @v_args(meta=True)
     def use_stmt(self, meta, children):
@@ -247,29 +247,31 @@ class _ToIR(Transformer):
     def slot_source(self, children):
         return tuple(self._name(t) for t in children)
 
-    def _tier(self, kind, meta, children, *, ref=None, value=None):
-        tail = self._tail(children)
-        return ir.Tier(kind, ref, value, tail.get("when"), self._l(meta))
+    def _tier_when(self, children) -> ir.Expr | None:
+        """A tier's `when` condition, None when it has none."""
+        return self._tail(children).get("when")
 
     @v_args(meta=True)
     def flag_tier(self, meta, children):
-        return self._tier("flag", meta, children, ref=children[0])
+        return ir.FlagTier(children[0], self._tier_when(children), self._l(meta))
 
     @v_args(meta=True)
     def base_tier(self, meta, children):
-        return self._tier("base", meta, children, ref=children[0])
+        return ir.BaseTier(children[0], self._tier_when(children), self._l(meta))
 
     @v_args(meta=True)
     def auto_tier(self, meta, children):
-        return self._tier("auto", meta, children, ref=ir.Ref(str(children[0]), self._l(children[0])))
+        slot = ir.Ref(str(children[0]), self._l(children[0]))
+        return ir.AutoTier(slot, self._tier_when(children), self._l(meta))
 
     @v_args(meta=True)
     def follow_tier(self, meta, children):
-        return self._tier("follow", meta, children, ref=ir.Ref(str(children[0]), self._l(children[0])))
+        field = ir.Ref(str(children[0]), self._l(children[0]))
+        return ir.FollowTier(field, self._tier_when(children), self._l(meta))
 
     @v_args(meta=True)
     def const_tier(self, meta, children):
-        return self._tier("const", meta, children, value=children[0])
+        return ir.ConstTier(children[0], self._tier_when(children), self._l(meta))
 
     @v_args(meta=True)
     def field_decl(self, meta, children):
@@ -447,7 +449,9 @@ def _hint_for(token_text: str, expected: set[str], line: str, row: int, col: int
     if token_text.strip("`") in DECL_KEYWORDS:
         return "a declaration starts here: is a `}` missing above?"
     # a block opened on an earlier line is still open where a declaration starts
-    open_above = any(isinstance(v, Token) and v.type == "LBRACE" and v.line < row for v in stack)
+    open_above = any(
+        isinstance(v, Token) and v.type == "LBRACE" and v.line is not None and v.line < row for v in stack
+    )
     if col > 1 and open_above and _DECL_START.match(line):
         return "a declaration starts on this line: is a `}` missing above?"
     if {"FLAG", "AUTO", "BASE", "FOLLOW"} <= expected:
@@ -484,12 +488,14 @@ def _syntax_diagnostic(exc: UnexpectedInput, path: str, text: str, parser: Lark)
             hint = did_you_mean(str(token), _keywords(expected, parser))  # `confg`, `forbd`, `stmap`
         return error("syntax", message, where, hint)
     if isinstance(exc, UnexpectedCharacters):
-        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
+        pos = exc.pos_in_stream
+        assert pos is not None  # the lexer says where it stopped
+        char = text[pos] if pos < len(text) else ""
         where = ir.Loc(path, exc.line, exc.column, exc.line, exc.column + 1)
         hint = None
         if char == "'":
             hint = 'strings use double quotes: "message"'
-        elif char in "&|" and text[exc.pos_in_stream : exc.pos_in_stream + 2] in ("&&", "||"):
+        elif char in "&|" and text[pos : pos + 2] in ("&&", "||"):
             hint = "use `and` / `or`"
         elif char == "!":
             hint = "use `not` to negate, `!=` to compare"

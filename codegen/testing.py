@@ -21,11 +21,11 @@ from typing import Any
 
 import msgspec
 
-from stampgen.codegen import checks, domains, interpreter, table
+from stampgen.codegen import checks, domains, interpreter, ir, table
 from stampgen.codegen.emit import positions
 from stampgen.codegen.emit.names import facts_class, facts_param
 from stampgen.codegen.load import load_text
-from stampgen.codegen.model import PROCESS, IntT, Model, StampInfo, domain
+from stampgen.codegen.model import IntT, Model, Scope, StampInfo, domain
 from stampgen.codegen.naming import snake_case
 
 MAX_REPORTED = 10
@@ -78,13 +78,13 @@ def _facts(rules: Rules, namespace: str, row: Mapping[str, Any]) -> Any:
 
 
 def _argument(rules: Rules, namespace: str, row: Mapping[str, Any]) -> Any:
-    if rules.model.namespaces[namespace] == PROCESS:
+    if rules.model.namespaces[namespace] == Scope.PROCESS:
         return _namespace(row, namespace)
     return _facts(rules, namespace, row)
 
 
 def _keyword(rules: Rules, namespace: str) -> str:
-    return namespace if rules.model.namespaces[namespace] == PROCESS else facts_param(namespace)
+    return namespace if rules.model.namespaces[namespace] == Scope.PROCESS else facts_param(namespace)
 
 
 def _env(model: Model, row: Mapping[str, Any]) -> dict[str, Any]:
@@ -446,11 +446,11 @@ def check_launch(rules: Rules) -> None:
     """The launch blocks, run in order as a caller does (each block's writes applied before the next),
     against the interpreter: the leaves set and their values, or the first rule violation."""
     model, module = rules.model, rules.module
-    statements = [stmt for launch in model.launches for stmt in launch.decl.stmts]
+    statements = [stmt for launch in model.launches for stmt in launch.stmts]
     config_namespaces = [
         ns
         for ns in model.namespaces
-        if model.namespaces[ns] == PROCESS and any(ns in launch.namespaces for launch in model.launches)
+        if model.namespaces[ns] == Scope.PROCESS and any(ns in launch.namespaces for launch in model.launches)
     ]
     mismatches = _Mismatches("the launch blocks != the interpreter")
     with _quiet(module):
@@ -459,7 +459,7 @@ def check_launch(rules: Rules) -> None:
             applied = [
                 stmt.target.name
                 for stmt, outcome in zip(statements, outcomes)
-                if outcome.kind == "set" and outcome.status == "applied"
+                if isinstance(stmt, ir.SetStmt) and outcome.kind == "set" and outcome.status == "applied"
             ]
             want: Any = {n: normalised[n] for n in applied}
             if violations:

@@ -97,7 +97,7 @@ def _check(stmt: ir.Check, identity: str, scope: Scope, block: str) -> CheckView
     return CheckView(
         identity=py_str(identity),
         text=statement_text(stmt),
-        cond=scope.cond(stmt.cond if stmt.kind == "forbid" else negate(stmt.cond)),
+        cond=scope.cond(stmt.cond if stmt.kind == ir.CheckKind.FORBID else negate(stmt.cond)),
         message=py_str(stmt.message),
         block=py_str(block),
     )
@@ -127,13 +127,13 @@ def emit_launch(model: Model, info: LaunchInfo, top: TopLevel) -> LaunchView:
     names = top.locals(*(p for p, _ in params), what=f"launch block `{info.name}`", loc=decl.loc)
     changes = names.claim("changes")
     reads, refs = read_leaves(
-        model, names, _statement_refs(decl.stmts), {ns: p for ns, (p, _) in zip(info.namespaces, params)}
+        model, names, _statement_refs(info.stmts), {ns: p for ns, (p, _) in zip(info.namespaces, params)}
     )
     local_types = {f.name: f.type for f in info.locals}
-    plain = tuple(s for s in decl.stmts if isinstance(s, (ir.SetStmt, ir.Check)))
+    plain = tuple(s for s in info.stmts if isinstance(s, (ir.SetStmt, ir.Check)))
     identities = dict(zip(map(id, plain), statement_ids(info.name, plain)))
     stmts: list[SetView | CheckView | LocalView] = []
-    for stmt in decl.stmts:
+    for stmt in info.stmts:
         scope = Scope(refs)
         if isinstance(stmt, ir.SetStmt):
             leaf = model.leaves[stmt.target.name]

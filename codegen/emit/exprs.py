@@ -80,9 +80,9 @@ class Scope:
         assert isinstance(e, ir.Compare)
         lit = py_literal(e.value.value, ref.type)
         if isinstance(ref.type, (EnumT, BoolT)):
-            op = {"==": "is", "!=": "is not"}[e.op]
+            op = {ir.CompareOp.EQ: "is", ir.CompareOp.NE: "is not"}[e.op]
             return f"{ref.code} {op} {lit}", _ATOM
-        if e.op in ("==", "!="):
+        if e.op in (ir.CompareOp.EQ, ir.CompareOp.NE):
             return f"{ref.code} {e.op} {lit}", _ATOM
         if ref.optional:  # unset is never below or above anything
             return f"{ref.code} is not None and {ref.code} {e.op} {lit}", _AND
@@ -99,7 +99,7 @@ class Scope:
         hits = [r for r in refs if isinstance(r.type, EnumT) and name in r.type.members]
         if not hits:
             return "False", _ATOM
-        if len(hits) == len(refs) and len({r.type.name for r in hits}) == 1:
+        if len(hits) == len(refs) and len({r.type.name for r in hits if isinstance(r.type, EnumT)}) == 1:
             member = py_literal(name, hits[0].type)
             return f"{member} in ({', '.join(r.code for r in hits)}{',' if len(hits) == 1 else ''})", _ATOM
         parts = [f"{r.code} is {py_literal(name, r.type)}" for r in hits]
@@ -111,8 +111,9 @@ def _negated(e: ir.Expr) -> ir.Expr | None:
     `is set`), where that reads better and says the same for every value, None included; else None."""
     if isinstance(e, ir.Const):
         return ir.Const(not e.value, e.loc)
-    if isinstance(e, ir.Compare) and e.op in ("==", "!="):
-        return ir.Compare(e.ref, "!=" if e.op == "==" else "==", e.value, e.loc)
+    if isinstance(e, ir.Compare) and e.op in (ir.CompareOp.EQ, ir.CompareOp.NE):
+        op = ir.CompareOp.NE if e.op == ir.CompareOp.EQ else ir.CompareOp.EQ
+        return ir.Compare(e.ref, op, e.value, e.loc)
     if isinstance(e, ir.Member):
         return ir.Member(e.ref, e.values, not e.negated, e.loc)
     if isinstance(e, ir.IsUnset):

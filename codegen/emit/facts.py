@@ -9,7 +9,7 @@ from stampgen.codegen import ir
 from stampgen.codegen.emit.names import TopLevel, facts_class, py_str, type_ann
 from stampgen.codegen.emit.positions import leaf_id
 from stampgen.codegen.emit.reads import coerce_expr, int_refusal
-from stampgen.codegen.model import LAUNCH, EnumT, IntT, Model
+from stampgen.codegen.model import EnumT, IntT, Model, Scope
 
 
 class Coercion(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,7 +61,7 @@ def emit_facts(model: Model, decl: ir.FactsDecl, top: TopLevel) -> FactsView:
     leaves = model.leaves_of(namespace)
     doc = (
         "What is known once per process, at launch, before any runner exists"
-        if model.namespaces[namespace] == LAUNCH
+        if model.namespaces[namespace] == Scope.LAUNCH
         else "What the caller knows about one runner when it builds it"
     )
     return FactsView(

@@ -17,7 +17,7 @@ from stampgen.codegen.emit.names import RenderError, TopLevel, py_str
 from stampgen.codegen.emit.parities import ParityView, emit_parity
 from stampgen.codegen.emit.positions import TableEntry, table_entries
 from stampgen.codegen.emit.stamps import StampView, emit_stamp
-from stampgen.codegen.model import PROCESS, Model
+from stampgen.codegen.model import Model, Scope
 
 
 class ModuleView(msgspec.Struct, frozen=True, kw_only=True):
@@ -55,7 +55,7 @@ def build_module(model: Model, rules_source: str, module: str) -> ModuleView:
     facts = [
         emit_facts(model, d, top)
         for d in model.file.decls
-        if isinstance(d, ir.FactsDecl) and model.namespaces.get(d.name.value) != PROCESS
+        if isinstance(d, ir.FactsDecl) and model.namespaces.get(d.name.value) != Scope.PROCESS
     ]
     for name, info in model.autos.items():
         top.claim(name, f"auto gate `{name}`", info.decl.name.loc)
@@ -86,7 +86,12 @@ def build_module(model: Model, rules_source: str, module: str) -> ModuleView:
         all_names += [p.fn, p.registry_const, p.at_least_const]
     if parities:
         all_names.append("ParityReport")
-    views = [*gates.values(), *stamps, *launches, *validates]
+    views: list[GateView | StampView | LaunchView | ValidateView] = [
+        *gates.values(),
+        *stamps,
+        *launches,
+        *validates,
+    ]
     return ModuleView(
         rules_source=rules_source,
         rules_literal=py_str(rules_source),

@@ -15,7 +15,7 @@ from typing import Any
 
 from stampgen.codegen import ir
 from stampgen.codegen.diagnostics import Diagnostic, error
-from stampgen.codegen.model import PROCESS, BoolT, EnumT, IntT, Model, Type
+from stampgen.codegen.model import BoolT, EnumT, IntT, Model, Scope, Type
 from stampgen.codegen.naming import camel_case, snake_case
 
 # Names every generated module defines or imports itself; rules names must not clash with them.
@@ -169,6 +169,6 @@ def facts_param(namespace: str) -> str:
 def param_for(model: Model, namespace: str) -> tuple[str, str]:
     """(name, annotation) of the parameter through which a function reads a namespace: config objects are
     duck-typed (`Any`), facts come as their frozen record."""
-    if model.namespaces[namespace] == PROCESS:
+    if model.namespaces[namespace] == Scope.PROCESS:
         return namespace, "Any"
     return facts_param(namespace), facts_class(namespace)

@@ -139,9 +139,9 @@ def rule_locations(model: Model) -> dict[str, ir.Loc]:
         elif isinstance(decl, ir.LaunchDecl):
             name = decl.name.value
             found[launch_id(name)] = decl.loc
-            stmts = tuple(s for s in decl.stmts if isinstance(s, (ir.SetStmt, ir.Check)))
-            for identity, stmt in zip(statement_ids(name, stmts), stmts):
-                found[identity] = stmt.loc
+            plain = tuple(s for s in decl.stmts if isinstance(s, (ir.SetStmt, ir.Check)))
+            for identity, statement in zip(statement_ids(name, plain), plain):
+                found[identity] = statement.loc
             for stmt in decl.stmts:
                 if isinstance(stmt, ir.FieldDecl):
                     chain(name, stmt)
@@ -151,9 +151,9 @@ def rule_locations(model: Model) -> dict[str, ir.Loc]:
         elif isinstance(decl, ir.ValidateDecl):
             name = decl.name.value
             found[validate_id(name)] = decl.loc
-            stmts = tuple(s for s in decl.stmts if isinstance(s, (ir.Check, ir.Fallback)))
-            for identity, stmt in zip(statement_ids(name, stmts), stmts):
-                found[identity] = stmt.loc
+            runs = tuple(s for s in decl.stmts if isinstance(s, (ir.Check, ir.Fallback)))
+            for identity, run in zip(statement_ids(name, runs), runs):
+                found[identity] = run.loc
             for waiver in decl.waivers:
                 found[waiver_id(validate_id(name), waiver.cls.value)] = waiver.loc
         elif isinstance(decl, ir.GuardDecl):

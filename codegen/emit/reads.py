@@ -124,7 +124,7 @@ def chain(decl: ir.FieldDecl, ftype: Type, local: str, scope: Scope, tier_local:
         when = scope.operand(tier.when) if tier.when is not None else None
         if isinstance(tier.when, ir.Const) and tier.when.value:
             when = None
-        if tier.kind == "const":
+        if isinstance(tier, ir.ConstTier):
             value, maybe_none = py_literal(tier.value.value, ftype), False
         else:
             ref = scope.ref(tier.ref.name)
