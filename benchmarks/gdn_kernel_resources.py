@@ -7,8 +7,9 @@ carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, 
 each kernel at Qwen3-Next shapes (H=16, HV=32, K=V=128, bf16 q/k/v) and each configuration in
 ``VARIANTS`` (the defaults first), it prints the registers per thread, the spill bytes, the shared
 memory per program, how many programs fit on one H200 SM and what limits them, and the counts of
-warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS, and the instructions of
-its longest loop (a pass's chunk step: what one step issues per warp). ``--lines N`` also lists the N
+warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS, the instructions of
+its longest loop (a pass's chunk step: what one step issues per warp) and of the whole kernel (``instr``:
+what a program of a kernel without a loop, as the intra launches, issues per warp). ``--lines N`` also lists the N
 source lines with the most instructions in that loop (or in the whole kernel if it has none), read
 from the line table Triton leaves in the binary: where a step's instructions come from.
 
@@ -93,7 +94,7 @@ KERNELS = {
     "verify": (fused_recurrent._gdn_verify_kernel, SHAPES),
     "intra": (
         chunk._gdn_chunk_intra_kernel,
-        # bf16 inputs: the solve on bf16 operands, as ``chunk._intra_meta`` sets it for them
+        # 16-bit inputs: the solve on fp16 operands, as ``chunk._intra_meta`` sets it for them
         dict(
             H=H,
             HV=HV,
@@ -103,7 +104,7 @@ KERNELS = {
             PREC="tf32",
             IN_PREC=None,
             FLAGGED=False,
-            SOLVE_BF16=True,
+            SOLVE_16=True,
             LAUNCH_DEPENDENTS=False,
             SCHEDULE_ONLY=False,
         ),
@@ -176,11 +177,12 @@ VARIANTS = [
         dict(maxnreg=_default.intra_maxnreg),
     ),
     ("intra", "flagged", dict(FLAGGED=True), _default.intra_warps, 1, dict(maxnreg=_default.intra_maxnreg)),
-    # the solve's dots on tf32 operands, as for fp16 inputs (and bf16 ones before 906032d)
+    # the solve's dots on tf32 operands, as for fp32 inputs' ieee (and for 16-bit ones before the
+    # 16-bit solve: bf16 before 906032d, fp16 before RESULTS.md's "GDN prefill precision")
     (
         "intra",
         "tf32 solve",
-        dict(SOLVE_BF16=False),
+        dict(SOLVE_16=False),
         _default.intra_warps,
         1,
         dict(maxnreg=_default.intra_maxnreg),
@@ -343,7 +345,7 @@ def main() -> None:
     print(f"triton {triton.__version__}, target sm_90a; Qwen3-Next shapes H={H} HV={HV} K={K} V={V}, bf16")
     print(
         f"{'kernel':11s} {'variant':15s} {'warps':>5s} {'stages':>6s} {'regs':>4s} {'spill B':>7s} "
-        f"{'smem KiB':>8s} {'per SM':>6s}  {'limited by':13s} {'HGMMA':>5s} {'LDL+STL':>7s} {'BAR':>4s} {'loop':>5s}  sass"
+        f"{'smem KiB':>8s} {'per SM':>6s}  {'limited by':13s} {'HGMMA':>5s} {'LDL+STL':>7s} {'BAR':>4s} {'loop':>5s} {'instr':>5s}  sass"
     )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
@@ -385,7 +387,7 @@ def main() -> None:
             loop = _longest_loop(listing)
             print(
                 f"{name:11s} {label:15s} {warps:5d} {stages:6d} {regs:4d} {spills:7d} {shared / 1024:8.1f} "
-                f"{fit:6d}  {limit:13s} {mma:5d} {local:7d} {bars:4d} {len(loop) or '-':>5}  {_sass_hash(sass)}",
+                f"{fit:6d}  {limit:13s} {mma:5d} {local:7d} {bars:4d} {len(loop) or '-':>5} {len(listing):5d}  {_sass_hash(sass)}",
                 flush=True,
             )
             if args.lines:

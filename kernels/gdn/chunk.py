@@ -9,10 +9,11 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
        ``Tβ = (I + A)^{-1} diag(β)`` (the WY / UT form)
    and the fp32 gate sums (γ_i, γ_C − γ_i), so the passes never scan the gates themselves.
    The inverse: with D = I + (the 16×16 diagonal blocks of A), ``D^{-1} = (I−a)(I+a²)(I+a⁴)(I+a⁸)``
-   (a^16 = 0) as batched 16×16 dots on the four blocks, and with N = D^{-1}(A − blocks), strictly
-   block-lower so N⁴ = 0, ``(I + A)^{-1} = (I − N + N² − N³) D^{-1}`` — forward substitution by 16-blocks,
-   as dots. γ is summed in fp64 and kept as an fp32 pair (hi, lo), so γ_i − γ_j is right to a rounding
-   of the difference, not of |γ| (thousands under strong decay, where fp32 prefix sums would cancel).
+   (a^16 = 0) as batched 16×16 dots on the four blocks, refined once on 16-bit inputs
+   (``_inv_unit_lower_blocks``), and with N = D^{-1}(A − blocks), strictly block-lower so N⁴ = 0,
+   ``(I + A)^{-1} = (I − N + N² − N³) D^{-1}`` — forward substitution by 16-blocks, as dots. γ is summed
+   in fp64 and kept as an fp32 pair (hi, lo), so γ_i − γ_j is right to a rounding of the difference,
+   not of |γ| (thousands under strong decay, where fp32 prefix sums would cancel).
    The WY vectors themselves (w = Tβ (exp(γ)⊙K), u = Tβ V, 64×128 each) are never stored: the passes
    below apply Tβ to ``V − (exp(γ)⊙K) S`` instead, which reads a 64×64 Tβ where w and u took four
    times the bytes, at the price of one more 64×64×64 dot per chunk step.
@@ -53,13 +54,18 @@ than at 00:50 that day.
 On sm_90 with 16-bit inputs, ``LaunchConfig.gluon_state`` replaces passes 2 and 3 by ``chunk_gluon``'s
 one Gluon kernel (every sequence unsplit, copies and dots scheduled by hand). ``launch_config`` takes it
 where its programs fit on the GPU at once — one long sequence at Qwen3-Next's heads — and keeps the
-passes above for batches (16×2048: 0.948 against its 1.162 ms, 07:08). For bf16 inputs the intra launch's
-four 64×64 solve dots take bf16 operands (fp32 sums; Tβ moves ≤ 2e-4 relative, under a fifth of its own
-bf16 rounding, ≥ 1.3e-3: ``tests/kernels/test_gdn_solve_precision.py``), 20% off that launch; the
-state pass is the intra launch's programmatic dependent (``gluon_pdl``).
+passes above for batches (16×2048: 0.948 against its 1.162 ms, 07:08); the state pass is the intra
+launch's programmatic dependent (``gluon_pdl``).
+
+Precision (benchmarks/RESULTS.md, "GDN prefill precision", and ``benchmarks/gdn_precision.py``): for
+16-bit inputs the intra launch's four 64×64 solve dots take fp16 operands (fp32 sums: 16-bit dots, 20%
+off that launch against tf32 ones; fp16's rounding to nearest, not bf16's 8 bits or tf32's truncation,
+``tests/kernels/test_gdn_solve_precision.py``) and D^{-1} is refined once. On correlated keys the
+final state was 5–7× (fp16) and 2.3–5.3× (bf16) further from the fp64 recurrence than fla's: D^{-1}'s
+powers on tf32 (``tests/kernels/test_gdn_prefill_emulation.py``). Now 0.34–0.68× and 0.82–1.26×.
 
 On sm_90 with bf16 inputs, ``LaunchConfig.gluon_intra`` (on by default) replaces launch 1 by
-``chunk_intra_gluon``'s (the same math in Gluon, 1456 instructions a warp against 2504 here), before
+``chunk_intra_gluon``'s (the same math in Gluon, 1544 instructions a warp against 2496 here), before
 either state pass; before the passes above a launch of ``_gdn_chunk_intra_kernel`` with
 ``SCHEDULE_ONLY`` writes the segment schedule first. Side by side with the peers (2026-11-30 12:17,
 RESULTS.md, commit 4f96605): 120.8 / 461.1 / 1826.1 µs on one sequence of 4k / 16k / 64k tokens and 791.7
@@ -216,7 +222,15 @@ def _block_diag(blocks, BT: tl.constexpr):
 @triton.jit
 def _inv_unit_lower_blocks(a, PREC: tl.constexpr):
     """(I + a)^{-1} for stacked strictly lower 16×16 blocks a (a^16 = 0): the Neumann series, factored
-    exactly, as batched 16×16 dots (a quarter of the work of the same product on the 64×64 tile)."""
+    exactly, as batched 16×16 dots (a quarter of the work of the same product on the 64×64 tile).
+
+    On tf32 operands (``PREC``, 16-bit inputs) one step of iterative refinement follows: the powers grow
+    before they cancel (a⁸ ~10 with correlated keys, where the inverse is O(1)) and a tf32 operand drops
+    its low 13 mantissa bits, so X is off by up to ~1% there (the prefill's final state then 7× further
+    from fp64 than fla's: benchmarks/RESULTS.md, "GDN prefill precision"). With the residual
+    R = I − (I + a)X = (I − X) − a X on tf32x3 operands (each a tf32 pair, about fp32-exact),
+    X + X R is off by ~|R|² and rounding: ~1e-5 (``tests/kernels/test_gdn_prefill_emulation.py``), for
+    two more dots where tf32x3 throughout would triple all six."""
     i = tl.arange(0, 16)
     eye = tl.where(i[:, None] == i[None, :], 1.0, 0.0)[None, :, :]
     x = eye - a
@@ -225,7 +239,11 @@ def _inv_unit_lower_blocks(a, PREC: tl.constexpr):
     a4 = tl.dot(a2, a2, input_precision=PREC)
     x = tl.dot(x, eye + a4, input_precision=PREC)
     a8 = tl.dot(a4, a4, input_precision=PREC)
-    return tl.dot(x, eye + a8, input_precision=PREC)
+    x = tl.dot(x, eye + a8, input_precision=PREC)
+    if PREC == "tf32":
+        residual = (eye - x) - tl.dot(a, x, input_precision="tf32x3")
+        x = tl.dot(x, residual, acc=x, input_precision="tf32")
+    return x
 
 
 @triton.jit
@@ -236,6 +254,17 @@ def _cumsum_hi_lo(g):
     gam = tl.cumsum(g.to(tl.float64), 0)
     hi = gam.to(tl.float32)
     return hi, (gam - hi.to(tl.float64)).to(tl.float32), gam
+
+
+@triton.jit
+def _log2_pair(hi, lo):
+    """γ log2 e as an fp32 pair (p_hi, p_lo) from γ's pair (``_cumsum_hi_lo``): p_hi + p_lo is
+    hi·log2 e exactly (the fma's remainder) plus lo·log2 e, so p_i − p_j taken as
+    (p_hi_i − p_hi_j) + (p_lo_i − p_lo_j) is right to a rounding of the difference; scaling each
+    element's difference by log2 e instead costs a multiply an element, and so do β's rows, which here
+    ride in the row term as log2 β."""
+    p_hi = hi * _LOG2E
+    return p_hi, tl.fma(hi, _LOG2E, -p_hi) + lo * _LOG2E
 
 
 @triton.jit
@@ -265,7 +294,7 @@ def _exp(x):
 def _intra_chunk(
     k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h,
     H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, BK: tl.constexpr, PREC: tl.constexpr,
-    IN_PREC: tl.constexpr, SOLVE_BF16: tl.constexpr,
+    IN_PREC: tl.constexpr, SOLVE_16: tl.constexpr,
 ):  # fmt: skip
     """Chunk ``j`` of the sequence [bos, eos) for value head ``hv`` (qk head ``h``): its rows of Tβ and
     of the gate sums, stored."""
@@ -278,7 +307,9 @@ def _intra_chunk(
     mask_k = offs_k < K
     k_c = _load_rows(k + h * K, tok0, rows, ok, H * K, offs_k, mask_k, True, K != BK)
     g_c = tl.load(g + tok0 * HV + rows * HV + hv, mask=ok, other=0.0)
-    b_c = tl.load(beta + tok0 * HV + rows * HV + hv, mask=ok, other=0.0)
+    # β = 1 past the sequence, where k = 0 makes A's rows zero anyway: log2 β stays finite there, and
+    # those rows of Tβ are never stored (nor read: the rows before them do not depend on them)
+    b_c = tl.load(beta + tok0 * HV + rows * HV + hv, mask=ok, other=1.0)
 
     # The gate sums (γ_i, γ_C − γ_i) the passes read, formed in fp64 (masked rows add 0 to γ_C).
     hi, lo, gam = _cumsum_hi_lo(g_c)
@@ -287,11 +318,14 @@ def _intra_chunk(
     tl.store(rows_of_hv, hi, mask=ok)
     after = (tl.sum(g_c.to(tl.float64), 0) - gam).to(tl.float32)
     tl.store(rows_of_hv + tl.cast(n_tokens, tl.int64) * HV, after, mask=ok)
-    # E_ij = exp(γ_i − γ_j); above the diagonal it may overflow to inf, which the select discards.
-    decay = _exp((hi[:, None] - hi[None, :]) + (lo[:, None] - lo[None, :]))
+    # β_i E_ij = 2^(p_i − p_j + log2 β_i), p = γ log2 e (``_log2_pair``); above the diagonal it may
+    # overflow to inf, which the select discards.
+    p_hi, p_lo = _log2_pair(hi, lo)
+    row_lo = p_lo + tl.log2(b_c)
+    beta_decay = _exp2((p_hi[:, None] - p_hi[None, :]) + (row_lo[:, None] - p_lo[None, :]))
     a = tl.where(
         rows[:, None] > rows[None, :],
-        tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC) * (b_c[:, None] * decay),
+        tl.dot(k_c, tl.trans(k_c), input_precision=IN_PREC) * beta_decay,
         0.0,
     )
 
@@ -301,16 +335,20 @@ def _intra_chunk(
     # three operands; 2616 instructions per warp against 2816, gdn_kernel_resources.py).
     diag_block = (rows[:, None] // 16) == (rows[None, :] // 16)
     d_inv = _block_diag(_inv_unit_lower_blocks(_diag_blocks(a, BT), PREC), BT)
-    if SOLVE_BF16:
-        # The four 64×64 dots on bf16 operands (fp32 sums): they make the off-diagonal corrections, so
-        # their rounding moves Tβ by ≤ 2e-4 relative, under a fifth of what storing Tβ in bf16 costs
-        # (1.3–1.8e-3; fp64 emulation over 50 chunks each of strong and weak decay, whose bound
-        # tests/kernels/test_gdn_solve_precision.py holds).
-        d_lo = d_inv.to(tl.bfloat16)
-        nil = tl.dot(d_lo, tl.where(diag_block, 0.0, a).to(tl.bfloat16)).to(tl.bfloat16)
+    if SOLVE_16:
+        # The four 64×64 dots on fp16 operands (fp32 sums) for either 16-bit input: they make the
+        # off-diagonal corrections, and fp16 rounds to nearest with 11 bits where tf32 truncates to 11
+        # and bf16 rounds to 8. On correlated keys (fp64 emulation, 4 × 1024 tokens, no decay) the final
+        # state is then 1.01× (bf16 inputs) and 1.5× (fp16) what fp32 dots give, where bf16 operands
+        # gave 1.5× and tf32 ones 2.7× (tests/kernels/test_gdn_solve_precision.py; benchmarks/RESULTS.md,
+        # "GDN prefill precision").
+        # Range: |A| ≤ 1, and D^{-1}, N and the partial inverses stay far below fp16's 65504 wherever
+        # the Tβ they make is worth storing in 16 bits.
+        d_lo = d_inv.to(tl.float16)
+        nil = tl.dot(d_lo, tl.where(diag_block, 0.0, a).to(tl.float16)).to(tl.float16)
         t_inv = d_inv - tl.dot(nil, d_lo)
-        t_inv = d_inv - tl.dot(nil, t_inv.to(tl.bfloat16))
-        t_beta = (d_inv - tl.dot(nil, t_inv.to(tl.bfloat16))) * b_c[None, :]
+        t_inv = d_inv - tl.dot(nil, t_inv.to(tl.float16))
+        t_beta = (d_inv - tl.dot(nil, t_inv.to(tl.float16))) * b_c[None, :]
     else:
         nil = tl.dot(d_inv, tl.where(diag_block, 0.0, a), input_precision=PREC)
         t_inv = d_inv - tl.dot(nil, d_inv, input_precision=PREC)
@@ -342,7 +380,7 @@ def _gdn_chunk_intra_kernel(
     PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
     FLAGGED: tl.constexpr = False,
-    SOLVE_BF16: tl.constexpr = False,
+    SOLVE_16: tl.constexpr = False,
     LAUNCH_DEPENDENTS: tl.constexpr = False,
     SCHEDULE_ONLY: tl.constexpr = False,
 ):
@@ -370,7 +408,7 @@ def _gdn_chunk_intra_kernel(
     if tl.load(state_indices + n) < 0:
         return  # padding: the state pass waits for no chunk of it
     _intra_chunk(
-        k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h, H, HV, K, BK, PREC, IN_PREC, SOLVE_BF16
+        k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h, H, HV, K, BK, PREC, IN_PREC, SOLVE_16
     )  # fmt: skip
     if FLAGGED:
         tl.debug_barrier()  # every thread's stores of this item before its flag
@@ -1047,7 +1085,7 @@ def _intra_meta(k, HV: int, state_indices, config, **extra) -> dict:
     cap = {"maxnreg": config.intra_maxnreg} if config.intra_maxnreg else {}
     return dict(
         PREC=_solve_precision(k.dtype),
-        SOLVE_BF16=k.dtype == torch.bfloat16,  # the four big solve dots on bf16 operands
+        SOLVE_16=k.dtype != torch.float32,  # the four big solve dots on fp16 operands
         num_warps=config.intra_warps,
         **cap,
         **_common(k, HV, state_indices),

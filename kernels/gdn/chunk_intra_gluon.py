@@ -12,18 +12,21 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
 - g and β are loaded once, γ summed in fp64 and kept as an fp32 pair (hi, lo) as in
   ``chunk._cumsum_hi_lo``, and each moved to the accumulator's rows or columns by one ``convert_layout``;
 - the diagonal blocks' inverse ``D^{-1} = (I − a)(I + a²)(I + a⁴)(I + a⁸)`` is six batched 16×16 tf32
-  ``mma.sync`` in registers, block w in warp w: the wgmma accumulator already holds block w's elements
-  in warp w's threads where mma.sync's does, so cutting the blocks out and putting them back is a
-  selection in registers, with no shared memory and no barrier. (Taken on the whole 64×64 block-diagonal
+  ``mma.sync`` in registers and a refinement step (four more, three of them on tf32 pairs), block w in
+  warp w: the wgmma accumulator already holds block w's elements in warp w's threads where mma.sync's
+  does, so cutting the blocks out and putting them back is a selection in registers, with no shared
+  memory and no barrier. (Taken on the whole 64×64 block-diagonal
   tile as tf32 wgmma instead, each fp32 register operand moved to tf32's operand layout by shuffles,
   ~94 instructions a tile, and each right operand through shared memory: 2040 instructions a warp, 158
   registers, and the prefill 7% slower than with the Triton launch; H200 2026-11-30 11:49.)
 - the solve ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``, N = D^{-1}(A − blocks), is four
-  bf16 wgmma: −N a register operand, each product accumulated onto D^{-1}.
+  fp16 wgmma: −N a register operand, each product accumulated onto D^{-1}.
 
 1456 instructions a warp against the Triton launch's 2504, 116 registers (four programs per SM), 16 KiB
-(``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``). On the H200 (probe, 2026-11-30 11:54)
-the prefill of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with it against
+(``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``); since the precision fix (the refined
+D^{-1}, the solve on fp16 operands; β folded into the decay's exponent, ``chunk._log2_pair``) 1544
+against 2496, 118 registers: the prefill 0.8–1.2% slower (RESULTS.md, "GDN prefill precision"). On the
+H200 (probe, 2026-11-30 11:54) the prefill of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with it against
 0.1307 / 0.5006 / 1.9706 with the Triton launch (8–9% less; this launch ~0.03 / 0.10 / 0.42 ms against
 0.041 / 0.149 / 0.583, by difference), and 16×2048 0.7839 against 0.8738 (12:15; with the schedule
 launch 0.214 against 0.305 ms). Side by side with the peers (12:17, benchmarks/RESULTS.md): 120.8 /
@@ -55,8 +58,9 @@ _LOG2E = gl.constexpr(1.4426950408889634)
 
 
 def supported(k: torch.Tensor) -> bool:
-    """Whether this launch applies: bf16 keys (the Triton launch's bf16 solve; fp16 inputs keep its tf32
-    one) whose TMA tiles run here (``chunk_gluon.tiles_apply``: sm_90, aligned, K 64 or 128, a chunk)."""
+    """Whether this launch applies: bf16 keys (fp16 ones would take the same math, the solve on fp16
+    operands as in the Triton launch, but are not measured here: they keep the Triton launch) whose
+    TMA tiles run here (``chunk_gluon.tiles_apply``: sm_90, aligned, K 64 or 128, a chunk)."""
     return k.dtype == torch.bfloat16 and chunk_gluon.tiles_apply(k)
 
 
@@ -70,6 +74,15 @@ def _exp2(x):
     """2^x as one ``ex2.approx.ftz`` (as ``chunk._exp2``)."""
     return gl.inline_asm_elementwise(
         "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1
+    )
+
+
+@gluon.jit
+def _log2(x):
+    """log2 x as one ``lg2.approx.ftz`` (β ∈ [0, 1]: −inf at 0; ~2^-22 absolute error, well below
+    what Tβ keeps)."""
+    return gl.inline_asm_elementwise(
+        "lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1
     )
 
 
@@ -130,10 +143,34 @@ def _share(dst, x):
 
 
 @gluon.jit
+def _tf32_pair(x):
+    """(hi, lo) with hi + lo = x exactly: hi is x with its low 13 mantissa bits cleared (a tf32, which a
+    tensor core takes as it is), lo the rest, which it takes truncated, off by ≤ 2^-21 |x|."""
+    hi = (x.to(gl.int32, bitcast=True) & -8192).to(gl.float32, bitcast=True)
+    return hi, x - hi
+
+
+@gluon.jit
+def _mma_tf32x3(a, b, acc):
+    """acc + a b from three tf32 mma.sync on the (hi, lo) pairs of a and b, ``_tf32_pair``: about
+    fp32-exact (the lo·lo term, ≤ 2^-22 |a||b|, is dropped), where one tf32 product on fp32 operands
+    drops their low 13 bits."""
+    a_hi, a_lo = a
+    b_hi, b_lo = b
+    acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
+    acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
+    return mma_v2(a_hi, b_hi, acc, input_precision="tf32")
+
+
+@gluon.jit
 def _diag_inverse(blk, mma: gl.constexpr):
     """(I + a)^{-1} for stacked strictly lower 16×16 blocks a ([4, 16, 16], a^16 = 0):
     (I − a)(I + a²)(I + a⁴)(I + a⁸), each (I + y) product as x + x y, batched tf32 mma.sync (one block a
-    warp, in registers: no shared memory, no barrier)."""
+    warp, in registers: no shared memory, no barrier), then one step of iterative refinement as in
+    ``chunk._inv_unit_lower_blocks``: X + X R with R = (I − X) − a X, a X on tf32 pairs
+    (``_mma_tf32x3``). Without it X is off by up to ~1% on correlated keys (the powers grow before they
+    cancel and tf32 truncates them); with it ~1e-5, for 1.1× this launch's instructions where tf32x3
+    in all six products took 1.15×."""
     a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
     b_op: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=1)
     i = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, mma)))
@@ -141,7 +178,8 @@ def _diag_inverse(blk, mma: gl.constexpr):
     eye = gl.expand_dims(gl.expand_dims(i, 0), 2) == gl.expand_dims(gl.expand_dims(j, 0), 1)
     x = gl.where(eye, 1.0, -blk)
     zero = gl.zeros_like(blk)
-    a2 = mma_v2(gl.convert_layout(blk, a_op), gl.convert_layout(blk, b_op), zero, input_precision="tf32")
+    blk_a = gl.convert_layout(blk, a_op)
+    a2 = mma_v2(blk_a, gl.convert_layout(blk, b_op), zero, input_precision="tf32")
     a2_a = gl.convert_layout(a2, a_op)
     a2_b = gl.convert_layout(a2, b_op)
     x = mma_v2(gl.convert_layout(x, a_op), a2_b, x, input_precision="tf32")
@@ -150,7 +188,10 @@ def _diag_inverse(blk, mma: gl.constexpr):
     a4_b = gl.convert_layout(a4, b_op)
     x = mma_v2(gl.convert_layout(x, a_op), a4_b, x, input_precision="tf32")
     a8 = mma_v2(a4_a, a4_b, zero, input_precision="tf32")
-    return mma_v2(gl.convert_layout(x, a_op), gl.convert_layout(a8, b_op), x, input_precision="tf32")
+    x = mma_v2(gl.convert_layout(x, a_op), gl.convert_layout(a8, b_op), x, input_precision="tf32")
+    residual = gl.where(eye, 1.0, 0.0) - x
+    residual = -_mma_tf32x3(_tf32_pair(blk_a), _tf32_pair(gl.convert_layout(x, b_op)), -residual)
+    return mma_v2(gl.convert_layout(x, a_op), gl.convert_layout(residual, b_op), x, input_precision="tf32")
 
 
 @gluon.jit
@@ -192,13 +233,20 @@ def _gdn_gluon_intra_kernel(
     kk = warpgroup_mma(k_s, k_s.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
     mbarrier.invalidate(bar)
 
-    # E_ij = exp(γ_i − γ_j); above the diagonal it may overflow to inf, which the select discards, as it
-    # does the rows past the sequence (K there is the next sequence's, or TMA's zeros).
-    hi_r, lo_r = gl.convert_layout(hi, rows), gl.convert_layout(lo, rows)
-    hi_c, lo_c = gl.convert_layout(hi, cols), gl.convert_layout(lo, cols)
-    decay = _exp2(((hi_r[:, None] - hi_c[None, :]) + (lo_r[:, None] - lo_c[None, :])) * _LOG2E)
+    # β_i E_ij = 2^(p_i − p_j + log2 β_i), p = γ log2 e as a pair (``chunk._log2_pair``); above the
+    # diagonal it may overflow to inf, which the select discards, as it does the rows past the sequence
+    # (K there is the next sequence's, or TMA's zeros).
+    p_hi = hi * _LOG2E
+    p_lo = gl.fma(hi, _LOG2E, -p_hi) + lo * _LOG2E
+    row_lo = gl.convert_layout(p_lo + _log2(b_c), rows)
+    p_hi_r, p_hi_c, p_lo_c = (
+        gl.convert_layout(p_hi, rows),
+        gl.convert_layout(p_hi, cols),
+        gl.convert_layout(p_lo, cols),
+    )
+    beta_decay = _exp2((p_hi_r[:, None] - p_hi_c[None, :]) + (row_lo[:, None] - p_lo_c[None, :]))
     lower = (r[:, None] > c[None, :]) & (r < n_rows)[:, None]
-    a = gl.where(lower, kk * (gl.convert_layout(b_c, rows)[:, None] * decay), 0.0)
+    a = gl.where(lower, kk * beta_decay, 0.0)
 
     diag_block = (r[:, None] // 16) == (c[None, :] // 16)
     # The diagonal blocks stacked [4, 16, 16], block w in warp w: the threads hold the same elements of it
@@ -212,15 +260,18 @@ def _gdn_gluon_intra_kernel(
     d4 = gl.expand_dims(gl.convert_layout(d_blocks, gl.SliceLayout(2, same4.type.layout)), 2)
     d_inv = gl.convert_layout(gl.reshape(gl.where(same4, d4, 0.0), [64, 64]), acc)
 
-    # The four solve dots on bf16 operands (fp32 sums), as the Triton launch takes them for bf16 inputs.
+    # The four solve dots on fp16 operands (fp32 sums), as the Triton launch takes them for 16-bit inputs
+    # (``chunk._intra_chunk``, ``SOLVE_16``: fp16 rounds to nearest with 11 bits, where bf16 operands
+    # cost the final state on correlated keys 1.5× the error of fp32 dots).
+    f16: gl.constexpr = gl.float16
     op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc, k_width=2)
-    b_s: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dt)
-    m_s = gl.allocate_shared_memory(dt, [64, 64], b_s)
-    d_s = gl.allocate_shared_memory(dt, [64, 64], b_s)
-    d_lo = d_inv.to(dt)
+    b_s: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], f16)
+    m_s = gl.allocate_shared_memory(f16, [64, 64], b_s)
+    d_s = gl.allocate_shared_memory(f16, [64, 64], b_s)
+    d_lo = d_inv.to(f16)
     d_s.store(d_lo)
     _share(m_s, gl.where(diag_block, 0.0, a))
-    nil = warpgroup_mma(gl.convert_layout(d_lo, op), m_s, gl.zeros_like(a), use_acc=False).to(dt)
+    nil = warpgroup_mma(gl.convert_layout(d_lo, op), m_s, gl.zeros_like(a), use_acc=False).to(f16)
     minus_nil = gl.convert_layout(-nil, op)
     t_inv = warpgroup_mma(minus_nil, d_s, d_inv)
     _share(m_s, t_inv)
@@ -230,8 +281,9 @@ def _gdn_gluon_intra_kernel(
 
     col = hv * 64
     if n_rows == 64:
-        _share(m_s, t_beta)  # m_s has t_desc's layout
-        tma.async_copy_shared_to_global(t_desc, [tok0, col], m_s)
+        t_s = m_s._reinterpret(dt, [64, 64], t_desc.layout)  # the same 16-bit swizzle
+        _share(t_s, t_beta)
+        tma.async_copy_shared_to_global(t_desc, [tok0, col], t_s)
         tma.store_wait(pendings=0)
     else:
         at = (tok0 + r).to(gl.int64)[:, None] * (HV * 64) + (col + c)[None, :]

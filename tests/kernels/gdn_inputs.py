@@ -14,6 +14,8 @@ call ``clone_inputs`` before running a second backend on the same inputs.
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -163,3 +165,68 @@ def assert_prefill_replay_matches_eager(inputs: dict, fresh: dict) -> None:
     o_eager = gdn.prefill(**eager, backend="triton")
     assert torch.equal(o_graph, o_eager)
     assert torch.equal(inputs["state_pool"], eager["state_pool"])
+
+
+# The input families of the precision checks (benchmarks/gdn_precision.py, the GPU tests): harder than
+# make_inputs' normal keys. "correlated": q, k, v uniform in [0, 1) (q and k then L2-normalised), so every
+# key lies in one orthant and two keys have a cosine near 0.75: A = β (k_i·k_j) E is then far from small,
+# and the powers of its diagonal blocks grow (up to ~10 at β ≈ 0.6) before they cancel in the inverse.
+KEYS = ("correlated", "normal")
+# "none": g = 0; "model": Qwen3-Next's gate g = −exp(A_log)·softplus(a + dt_bias) with A = exp(A_log)
+# uniform in [1, 16], dt_bias the inverse softplus of a dt log-uniform in [1e-3, 0.1], a ~ N(0, 1):
+# mostly weak decay (g ≈ −0.001 to −1); "strong": g uniform in [−6, −4].
+GATES = ("none", "model", "strong")
+
+
+def make_precision_inputs(
+    *,
+    keys: str,
+    gate: str,
+    N: int,
+    L: int,
+    H: int,
+    HV: int,
+    K: int,
+    V: int,
+    dtype: torch.dtype,
+    initial: bool = False,
+    device: str | torch.device = "cpu",
+    seed: int = 0,
+) -> dict:
+    """``gdn.prefill``'s keyword arguments (minus ``backend`` and ``scale``) for N sequences of L tokens
+    of one family (``KEYS`` × ``GATES``), β = sigmoid(uniform [0, 1)), one pool slot per sequence in order,
+    zero initial states unless ``initial`` (then N(0, 1) ones)."""
+    if keys not in KEYS or gate not in GATES:
+        raise ValueError(f"keys must be one of {KEYS} and gate one of {GATES}, got {keys!r}, {gate!r}")
+    gen = torch.Generator().manual_seed(seed)
+    T = N * L
+    draw = torch.rand if keys == "correlated" else torch.randn
+
+    def l2norm(x):
+        return x / torch.sqrt((x * x).sum(-1, keepdim=True) + 1e-6)
+
+    q = l2norm(draw(T, H, K, generator=gen))
+    k = l2norm(draw(T, H, K, generator=gen))
+    v = draw(T, HV, V, generator=gen)
+    beta = torch.sigmoid(torch.rand(T, HV, generator=gen))
+    if gate == "none":
+        g = torch.zeros(T, HV)
+    elif gate == "model":
+        a_log = torch.log(1 + 15 * torch.rand(HV, generator=gen))
+        dt = torch.exp(math.log(1e-3) + math.log(100) * torch.rand(HV, generator=gen))
+        dt_bias = dt + torch.log(-torch.expm1(-dt))  # softplus(dt_bias) = dt
+        g = -torch.exp(a_log) * F.softplus(torch.randn(T, HV, generator=gen) + dt_bias)
+    else:
+        g = -4 - 2 * torch.rand(T, HV, generator=gen)
+    pool = torch.randn(N, HV, V, K, generator=gen) if initial else torch.zeros(N, HV, V, K)
+    inputs = dict(
+        q=q.to(dtype),
+        k=k.to(dtype),
+        v=v.to(dtype),
+        g=g,
+        beta=beta,
+        state_pool=pool,
+        state_indices=torch.arange(N, dtype=torch.int32),
+        cu_seqlens=torch.arange(0, T + 1, L, dtype=torch.int32),
+    )
+    return {name: t.to(device) for name, t in inputs.items()}
