@@ -300,6 +300,13 @@ def cmd_table(args, out: TextIO, err: TextIO) -> int:
     except table_mod.TableTooLarge as exc:
         print(f"stampgen table: error: the decision table is too large to enumerate ({exc})", file=err)
         return EXIT_USAGE
+    import msgspec
+
+    from stampgen.codegen.explain import waivers_of
+
+    # the consumers' waivers: a reader of the table sees what the consumers let pass, and until when
+    readers = [v.name for v in model.validates if args.stamp in v.stamps]
+    waivers = waivers_of(model, readers)
     if args.format == "json":
         body = (
             table_mod.to_json(tables[0])
@@ -310,9 +317,15 @@ def cmd_table(args, out: TextIO, err: TextIO) -> int:
                 "tables": [table_mod.to_json(t) for t in tables],
             }
         )
+        body["waivers"] = {block: [msgspec.to_builtins(w) for w in ws] for block, ws in waivers.items()}
         out.write(json.dumps(body, indent=2) + "\n")
     else:
         out.write("\n".join(table_mod.to_markdown(t) for t in tables))
+        for block, ws in waivers.items():
+            out.write(f"\nWaivers of `validate {block}` (its failures are logged, not raised, for):\n\n")
+            for w in ws:
+                state = "**expired**" if w.expired else f"until {w.until}"
+                out.write(f"- `{w.cls}` {state}: {w.reason} ({w.source})\n")
     return EXIT_OK
 
 

@@ -14,7 +14,7 @@ validation runs.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -341,6 +341,33 @@ def _complete(model: Model, stamp: StampInfo, given: Mapping[str, Any], root: St
 # --------------------------------------------------------------------------------------------- the explanation
 
 
+class Waived(msgspec.Struct, frozen=True):
+    """A waiver of a validate block: its failures are logged, not raised, for CLASS until the date."""
+
+    cls: str
+    until: str
+    reason: str
+    source: str
+    expired: bool
+
+
+def waivers_of(model: Model, blocks: Iterable[str]) -> dict[str, list[Waived]]:
+    """The waivers of the named validate blocks (expired ones included: `check` refuses those)."""
+    from stampgen.codegen.checks import current_date, parse_date
+
+    today = current_date()
+    found: dict[str, list[Waived]] = {}
+    for info in model.validates:
+        if info.name not in blocks:
+            continue
+        for w in info.decl.waivers:
+            until = parse_date(w.until)
+            found.setdefault(info.name, []).append(
+                Waived(w.cls.value, w.until, w.reason or "", str(w.loc), until is not None and until < today)
+            )
+    return found
+
+
 class Explanation(msgspec.Struct):
     stamp: str
     source: str
@@ -358,6 +385,7 @@ class Explanation(msgspec.Struct):
     refused: interp.RuleViolation | None = None  # a launch violation: no runner is built
     given_slots: list[str] = []
     complete: bool = True  # False when the facts not given had too many combinations to enumerate
+    waivers: dict[str, list[Waived]] = {}  # per validate block shown: its waivers, as the consumer sees them
 
 
 def explain(
@@ -377,6 +405,7 @@ def explain(
         violations=root.violations,
         after_validation=root.after_validation,
         notes=list(notes or []),
+        waivers=waivers_of(model, root.validations),
         refused=root.refused,
         given_slots=root.given_slots,
     )
@@ -518,6 +547,7 @@ def to_json(ex: Explanation) -> dict[str, Any]:
         "not_given": ex.not_given,
         "complete": ex.complete,
         "notes": ex.notes,
+        "waivers": {block: [msgspec.to_builtins(w) for w in ws] for block, ws in ex.waivers.items()},
     }
 
 
@@ -619,6 +649,9 @@ def to_text(ex: Explanation) -> str:
         if consumer in ex.after_validation:
             vals = ", ".join(f"{k}={interp.show_value(v)}" for k, v in ex.after_validation[consumer].items())
             out.append(f"  {consumer} runs with: {vals}")
+        for w in ex.waivers.get(consumer, []):
+            state = "EXPIRED" if w.expired else "until " + w.until
+            out.append(f"  waived for {w.cls} {state}: {w.reason}  {w.source}")
         out.append("")
     if ex.violations:
         out.append("errors:")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import io
+import json
 import logging
 import os
 import subprocess
@@ -27,6 +28,8 @@ from stampgen.codegen.generate import run_generate
 from stampgen.codegen.load import load_text
 from stampgen.codegen.parser import parse
 from stampgen.codegen.render import render_files
+
+REPO = Path(__file__).resolve().parents[1]
 
 RULES = """\
 enum Backend { triton flashinfer }
@@ -278,3 +281,18 @@ def test_a_hostile_reason_stays_one_string_literal(monkeypatch):
     assert not [
         n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "system"
     ]
+
+
+def test_explain_and_table_show_the_waivers_of_the_consumers_that_read_the_stamp(stampgen) -> None:
+    fixture = str(REPO / "tests" / "fixtures" / "everything.rules")
+    status, out, _ = stampgen("explain", "Choice", "--rules", fixture)
+    assert status in (0, 1)
+    assert "waived for ConsumerB until 2099-12-31: ConsumerB builds its own kernels" in out, out
+    data = json.loads(stampgen("explain", "Choice", "--rules", fixture, "--format", "json")[1])
+    assert (
+        data["waivers"]["Consumer"][0]["cls"] == "ConsumerB" and not data["waivers"]["Consumer"][0]["expired"]
+    )
+    status, table, _ = stampgen("table", "Choice", "--rules", fixture)
+    assert status == 0 and "- `ConsumerB` until 2099-12-31: ConsumerB builds its own kernels" in table, table
+    data = json.loads(stampgen("table", "Choice", "--rules", fixture, "--format", "json")[1])
+    assert [w["cls"] for w in data["waivers"]["Consumer"]] == ["ConsumerB"]
