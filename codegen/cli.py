@@ -356,14 +356,14 @@ def _models_at(spec: str | None, project, top: Path | None, err: TextIO):  # -> 
 
     if spec is not None and spec.endswith(".rules"):
         _require_readable([spec], err)
-        return Version(spec, {Path(spec).name: load(spec)}, single=True)
+        return Version(spec, {Path(spec).name: load(spec, analyze=False)}, single=True)
     prefix = PurePosixPath(project.root.relative_to(top).as_posix()) if top else None
     rules = project.settings.rules
     if spec is None:
         keys = {project.relative(p): p for p in discover(None, project)}
         if top is None or prefix is None:
-            return Version("the working tree", {k: load(p) for k, p in keys.items()})
-        files = {k: load(p, (prefix / k).as_posix()) for k, p in keys.items()}
+            return Version("the working tree", {k: load(p, analyze=False) for k, p in keys.items()})
+        files = {k: load(p, (prefix / k).as_posix(), analyze=False) for k, p in keys.items()}
         # links to HEAD only when the rules there are what was read (a status that never writes the index)
         status = ("--no-optional-locks", "status", "--porcelain", "--", (prefix / rules).as_posix())
         clean = not _git(top, *status).strip()
@@ -377,9 +377,14 @@ def _models_at(spec: str | None, project, top: Path | None, err: TextIO):  # -> 
     folder = prefix / rules
     listed = _git(top, "ls-tree", "-r", "-z", "--name-only", commit, "--", f"{folder.as_posix()}/")
     paths = [PurePosixPath(p) for p in listed.split("\0") if p.endswith(".rules")]
+
+    def at_commit(location: str) -> str | None:  # an imported file, as the same revision has it
+        text = _git(top, "show", f"{commit}:{location}", quiet=True)
+        return text or None
+
     files = {
         p.relative_to(prefix).as_posix(): load_text(
-            _git(top, "show", f"{commit}:{p.as_posix()}"), p.as_posix()
+            _git(top, "show", f"{commit}:{p.as_posix()}"), p.as_posix(), analyze=False, read=at_commit
         )
         for p in paths
         if p.parent == folder  # the rules folder's own files, as discover() finds them

@@ -20,6 +20,7 @@ class Note(msgspec.Struct, frozen=True):
 
     message: str
     loc: Loc
+    line: str | None = None  # the text of loc's line, when it lies in another file than the diagnostic
 
 
 class Diagnostic(msgspec.Struct, frozen=True):
@@ -58,7 +59,10 @@ def render(diag: Diagnostic, source: str | None) -> str:
     lines += _excerpt(diag.loc, src_lines, "  ")
     for note in diag.notes:
         lines.append(f"  note: {note.loc}: {note.message}")
-        lines += _excerpt(note.loc, src_lines, "    ")
+        if note.loc.path == diag.loc.path:
+            lines += _excerpt(note.loc, src_lines, "    ")
+        elif note.line is not None:  # another file's line, carried by the note: only its own line counts
+            lines += _excerpt(note.loc, [""] * (note.loc.line - 1) + [note.line], "    ")
     if diag.hint:
         lines.append(f"  hint: {diag.hint}")
     return "\n".join(lines)

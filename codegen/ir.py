@@ -445,14 +445,45 @@ class ParityDecl(_Tagged, frozen=True, tag="parity"):
     waivers: tuple[Waiver, ...] = ()  # drafts allowed to differ from their targets until a date
 
 
+class ImportDecl(_Tagged, frozen=True, tag="import"):
+    """`import "other.rules"`: the vocabulary (enums, config and facts blocks) of another rules file, as if
+    declared here; `path` is as written, relative to the importing file."""
+
+    path: str
+    path_loc: Loc
+    loc: Loc
+
+
 Decl = Union[
-    EnumDecl, ConfigDecl, FactsDecl, LaunchDecl, AutoDecl, StampDecl, ValidateDecl, GuardDecl, ParityDecl
+    ImportDecl,
+    EnumDecl,
+    ConfigDecl,
+    FactsDecl,
+    LaunchDecl,
+    AutoDecl,
+    StampDecl,
+    ValidateDecl,
+    GuardDecl,
+    ParityDecl,
 ]
+
+# What an import brings in: a file's vocabulary, the declarations other files may share.
+Vocabulary = Union[EnumDecl, ConfigDecl, FactsDecl]
+
+
+class ImportedFile(msgspec.Struct, frozen=True):
+    """A file this one imports, resolved by codegen/load.py: its name as positions give it, the module it
+    generates, and its vocabulary (its own and what it imports, each declaration with its own positions)."""
+
+    path: str
+    module: str
+    decls: tuple[Vocabulary, ...]
 
 
 class RulesFile(msgspec.Struct, frozen=True):
     path: str
     decls: tuple[Decl, ...]
+    imported: tuple[ImportedFile, ...] = ()  # filled by the loader; empty for a file that imports nothing
 
 
 def without_positions(node: Any) -> Any:

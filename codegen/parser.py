@@ -35,7 +35,18 @@ _TERMINAL_NAMES = {
     "$END": "the end of the file",
 }
 
-DECL_KEYWORDS = ("enum", "config", "facts", "launch", "auto", "stamp", "validate", "guard", "parity")
+DECL_KEYWORDS = (
+    "import",
+    "enum",
+    "config",
+    "facts",
+    "launch",
+    "auto",
+    "stamp",
+    "validate",
+    "guard",
+    "parity",
+)
 _DECL_START = re.compile(r"^(?:%s)\b" % "|".join(DECL_KEYWORDS), re.MULTILINE)
 
 
@@ -319,6 +330,10 @@ class _ToIR(Transformer):
             _unquote(reason[0]) if reason else None,
             self._l(meta),
         )
+
+    @v_args(meta=True)
+    def import_decl(self, meta, children):
+        return ir.ImportDecl(_unquote(children[0]), self._l(children[0]), self._l(meta))
 
     @v_args(meta=True)
     def guard_decl(self, meta, children):

@@ -52,8 +52,11 @@ class _Declarations:
         return resolve_type(ref, self.symbols, self.report)
 
     def run(self, rules: ir.RulesFile) -> None:
-        decls = rules.decls
-        if not decls:
+        # an imported file's vocabulary comes first, as if declared here (it was checked in its own file)
+        imported = tuple(d for f in rules.imported for d in f.decls)
+        own = tuple(d for d in rules.decls if not isinstance(d, ir.ImportDecl))
+        decls = imported + own
+        if not own:
             self.report.error(
                 "empty-rules-file",
                 "this rules file declares nothing: its generated tests would hold nothing",
@@ -89,14 +92,17 @@ class _Declarations:
         seen: dict[str, ir.Name] = {}
         validate_names: dict[str, ir.Name] = {}
         for decl in decls:
-            if isinstance(decl, ir.GuardDecl):
-                continue  # a guard has no name
+            if isinstance(decl, (ir.GuardDecl, ir.ImportDecl)):
+                continue  # a guard has no name; an import names a file
             name = decl.name
             table = validate_names if isinstance(decl, ir.ValidateDecl) else seen
             if name.value in table:
+                first = table[name.value].loc
                 self.report.error(
                     "duplicate-declaration",
-                    f"`{name.value}` is declared twice",
+                    f"`{name.value}` is declared twice"
+                    if first.path == name.loc.path
+                    else f"`{name.value}` is already declared in {first.path}, which this file imports",
                     name.loc,
                     notes=(Note("first declared here", table[name.value].loc),),
                 )

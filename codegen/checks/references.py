@@ -332,6 +332,10 @@ class _References:
             attributes[attr] = stamp
 
     def _unused(self, decls: Iterable[ir.Decl]) -> None:
+        decls = list(decls)
+        # a file of vocabulary only (enums, config, facts) is there to be imported: its readers are elsewhere
+        if all(isinstance(d, (ir.EnumDecl, ir.ConfigDecl, ir.FactsDecl, ir.ImportDecl)) for d in decls):
+            return
         symbols = self.symbols
         for decl in decls:
             if isinstance(decl, ir.EnumDecl) and decl.name.value not in symbols.used:
