@@ -8,7 +8,7 @@ STAMPGEN := $(BIN)/stampgen
 # torch==2.13.0 is the CPU build that lies on this machine's disk; a bare `torch` pulls a CUDA build.
 TORCH_PIN ?= torch==2.13.0
 
-.PHONY: install codegen codegen-check test test-fast lint fmt bench clean
+.PHONY: install codegen codegen-check test test-fast lint fmt bench demo clean
 
 install: $(VENV)/.installed
 
@@ -47,6 +47,11 @@ fmt: install
 
 bench: install
 	$(BIN)/python -m benchmarks.codegen_bench
+
+# The seed's system end to end on tiny models (CPU, < 30 s): stamps, fusion decisions, accept lengths.
+# make demo ARGS="--without-hook DeepseekV4ForCausalLMDSpark" shows SGLang #33312.
+demo: install
+	$(BIN)/python -m stampgen.kernels.runtime.demo $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache

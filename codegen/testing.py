@@ -25,7 +25,7 @@ from stampgen.codegen import checks, domains, interpreter, ir, table
 from stampgen.codegen.emit import positions
 from stampgen.codegen.emit.names import facts_class, facts_param
 from stampgen.codegen.load import load_text
-from stampgen.codegen.model import IntT, Model, Scope, StampInfo, domain
+from stampgen.codegen.model import EnumT, IntT, Model, Scope, StampInfo, Type, domain
 from stampgen.codegen.naming import snake_case
 
 MAX_REPORTED = 10
@@ -253,6 +253,20 @@ def check_require(rules: Rules, stamp: str) -> None:
     args, kwargs = _resolver_args(rules, info, row)
     stamped = getattr(module, f"resolve_{snake}")(*args, **kwargs)
     assert require(SimpleNamespace(**{info.attribute: stamped})) is stamped
+    for field in info.fields:  # a stamp with a field unset is no stamp
+        incomplete = msgspec.structs.replace(stamped)
+        msgspec.structs.force_setattr(incomplete, field.name, None)
+        try:
+            require(SimpleNamespace(**{info.attribute: incomplete}))
+        except module.UnstampedRunnerError as exc:
+            for part in (info.attribute, source, field.name):
+                assert part in str(exc), (
+                    f"the guard's error on an unset {field.name} does not say {part!r}: {exc}"
+                )
+        else:
+            raise AssertionError(
+                f"require_{snake} accepted a {stamp} whose {field.name} is unset: {incomplete!r}"
+            )
 
 
 def check_resolver(rules: Rules, stamp: str) -> None:
@@ -313,6 +327,87 @@ def check_stamping(rules: Rules, stamp: str) -> None:
                 if mismatches.add(text):
                     break
     mismatches.check()
+
+
+def _stamped_once(rules: Rules, info: StampInfo) -> tuple[Callable[[Any], Any], Any]:
+    """stamp_X bound to the first row of its stamping domain, and the stamp it gives that row."""
+    model, module = rules.model, rules.module
+    stamp_fn = getattr(module, f"stamp_{snake_case(info.name)}")
+    gateless = [slot.name for slot in info.slots if not slot.sources]
+    used = set(info.config_namespaces)
+    for slot in info.slots:
+        for gate in slot.sources:
+            used.update(model.autos[gate].namespaces)
+    row = next(_rows(domains.stamping_domain(model, info)))
+    arguments = {_keyword(rules, ns): _argument(rules, ns, row) for ns in model.namespaces if ns in used}
+    arguments.update({s: row[s] for s in gateless})
+
+    def stamp_runner(runner: Any) -> Any:
+        return stamp_fn(runner, **arguments)
+
+    with _quiet(module):
+        return stamp_runner, stamp_runner(SimpleNamespace())
+
+
+def _another(rules: Rules, stamp: Any, field: str, t: Type) -> Any:
+    """`stamp` with `field` set to another value of its type."""
+    current = _plain(getattr(stamp, field))
+    value = next(v for v in domain(t) if v != current)
+    if isinstance(t, EnumT):
+        value = getattr(rules.module, t.name)(value)
+    return msgspec.structs.replace(stamp, **{field: value})
+
+
+def check_stamp_once(rules: Rules, stamp: str) -> None:
+    """stamp_X() stamps a runner once: the same stamp again returns the one the runner holds; a runner
+    holding another stamp, or something else, is refused with StampConflictError naming the attribute, the
+    differing field and the rules line, and keeps what it holds."""
+    info, snake = _stamp(rules, stamp)
+    module = rules.module
+    source = module.RULE_POSITIONS[positions.stamp_id(stamp)]
+    stamp_runner, stamped = _stamped_once(rules, info)
+    runner = SimpleNamespace()
+    with _quiet(module):
+        first = stamp_runner(runner)
+        again = stamp_runner(runner)
+    assert again is first is getattr(runner, info.attribute), f"stamp_{snake} stamped the same runner twice"
+    field = info.fields[0]
+    other = _another(rules, stamped, field.name, field.type)
+    for held in (other, {field.name: _plain(getattr(stamped, field.name))}):
+        runner = SimpleNamespace(**{info.attribute: held})
+        try:
+            with _quiet(module):
+                stamp_runner(runner)
+        except module.StampConflictError as exc:
+            assert isinstance(exc, RuntimeError), type(exc)
+            for part in (info.attribute, source, field.name):
+                assert part in str(exc), f"stamp_{snake}'s conflict does not say {part!r}: {exc}"
+        else:
+            raise AssertionError(f"stamp_{snake} replaced {held!r} on runner.{info.attribute}")
+        assert getattr(runner, info.attribute) is held, f"stamp_{snake} replaced runner.{info.attribute}"
+
+
+def check_ranks_agree(rules: Rules, stamp: str) -> None:
+    """ensure_X_agree() returns the runner's stamp when every rank holds it, and raises StampMismatchError
+    naming the rank and the field that differ when one does not; without a process group or an
+    all_gather it returns the stamp unchecked."""
+    info, snake = _stamp(rules, stamp)
+    module = rules.module
+    ensure = getattr(module, f"ensure_{snake}_agree")
+    _, stamped = _stamped_once(rules, info)
+    runner = SimpleNamespace(**{info.attribute: stamped})
+    assert ensure(runner) is stamped, f"ensure_{snake}_agree without a process group did not return the stamp"
+    assert ensure(runner, all_gather=lambda local: [local, local]) is stamped
+    field = info.fields[0]
+    other = msgspec.to_builtins(_another(rules, stamped, field.name, field.type))
+    try:
+        ensure(runner, all_gather=lambda local: [local, local, other])
+    except module.StampMismatchError as exc:
+        assert (exc.ranks, exc.fields) == ((2,), (field.name,)), f"named {exc.ranks} {exc.fields}: {exc}"
+        assert "rank 2" in str(exc) and field.name in str(exc), str(exc)
+        assert isinstance(exc, RuntimeError), type(exc)
+    else:
+        raise AssertionError(f"ensure_{snake}_agree accepted rank 2's {other}")
 
 
 def check_table(rules: Rules, stamp: str, text: str) -> None:

@@ -16,18 +16,22 @@ from __future__ import annotations
 import enum
 import logging
 import re
+import sys
+import threading
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 
 __all__ = [
+    "CONFIG_LEAVES",
     "DRAFT_HOOKS_AT_LEAST",
     "DRAFT_HOOKS_REGISTRY",
     "RULES_SOURCE",
     "RULE_POSITIONS",
     "AttentionBackend",
+    "ConfigLeaf",
     "CudaGraphMode",
     "DisaggregationMode",
     "LaunchFacts",
@@ -41,9 +45,12 @@ __all__ = [
     "RuleViolationError",
     "RunnerFacts",
     "SpeculativeAlgorithm",
+    "StampConflictError",
+    "StampMismatchError",
     "StateDtype",
     "UnstampedRunnerError",
     "check_draft_hooks",
+    "ensure_linear_attn_backends_agree",
     "gdn_flashinfer_prefill",
     "kda_flashinfer_prefill",
     "normalize_linear_attn",
@@ -210,6 +217,154 @@ class RuleViolationError(ValueError):
 class UnstampedRunnerError(AttributeError):
     """A consumer was built on a runner without its stamp. Consumers fail closed: they
     never guess."""
+
+
+class StampConflictError(RuntimeError):
+    """A runner already holds a stamp, and another one was refused: a runner is stamped
+    once, and its stamp is never replaced.
+
+    `attribute` is the runner attribute, `current` what it holds, `refused` the stamp
+    refused, `fields` the fields in which the two differ, `source` the rules line of the
+    stamp, `runner` the runner as the message names it.
+    """
+
+    def __init__(
+        self,
+        attribute: str,
+        current: object,
+        refused: msgspec.Struct,
+        source: str,
+        runner: str = "runner",
+    ) -> None:
+        self.attribute = attribute
+        self.current = current
+        self.refused = refused
+        self.source = source
+        self.runner = runner
+        stamp = type(refused).__name__
+        if type(current) is type(refused):
+            self.fields = tuple(
+                field
+                for field in refused.__struct_fields__
+                if getattr(current, field) != getattr(refused, field)
+            )
+            held = ", ".join(
+                f"{field}={getattr(current, field)}" for field in self.fields
+            )
+            wanted = ", ".join(
+                f"{field}={getattr(refused, field)}" for field in self.fields
+            )
+            why = f"it holds {held}; refusing {wanted}"
+        else:
+            self.fields = refused.__struct_fields__
+            why = f"it holds a {type(current).__name__}, not a {stamp}; refusing {refused!r}"
+        super().__init__(
+            f"{runner}.{attribute} is already stamped ({why}). A runner is stamped once and its "
+            f"{stamp} is never replaced (stamp {stamp}, {source})"
+        )
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[StampConflictError], tuple[str, object, msgspec.Struct, str, str]]:
+        return (
+            type(self),
+            (self.attribute, self.current, self.refused, self.source, self.runner),
+        )
+
+
+class StampMismatchError(RuntimeError):
+    """The ranks of a process group hold different stamps for the same runner.
+
+    `stamp` is the stamp's name, `stamps` every rank's stamp as plain data (by rank),
+    `ranks` the ranks whose stamp differs from the most common one (ties: the lowest
+    rank's), `fields` the fields in which they differ, `source` the rules line.
+    """
+
+    def __init__(self, stamp: str, stamps: Sequence[Any], source: str) -> None:
+        self.stamp = stamp
+        self.stamps = tuple(stamps)
+        self.source = source
+        keys = [msgspec.json.encode(entry) for entry in self.stamps]
+        reference = min(
+            range(len(keys)), key=lambda rank: (-keys.count(keys[rank]), rank)
+        )
+        self.ranks = tuple(
+            rank for rank, key in enumerate(keys) if key != keys[reference]
+        )
+        expected = self.stamps[reference]
+        differences = []
+        fields: list[str] = []
+        for rank in self.ranks:
+            got = self.stamps[rank]
+            if isinstance(got, dict) and isinstance(expected, dict):
+                differ = [
+                    field for field in expected if got.get(field) != expected[field]
+                ]
+                differ += [field for field in got if field not in expected]
+                fields += [field for field in differ if field not in fields]
+                has = ", ".join(f"{field}={got.get(field)}" for field in differ)
+                want = ", ".join(f"{field}={expected.get(field)}" for field in differ)
+                differences.append(
+                    f"rank {rank} has {has} where rank {reference} has {want}"
+                )
+            else:
+                differences.append(
+                    f"rank {rank} has {got!r} where rank {reference} has {expected!r}"
+                )
+        self.fields = tuple(fields)
+        super().__init__(
+            f"{stamp} differs between the {len(keys)} ranks: "
+            + "; ".join(differences)
+            + ". Every rank "
+            f"must resolve the same kernels: give every rank the same flags and runner facts (stamp {stamp}, {source})"
+        )
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[StampMismatchError], tuple[str, tuple[Any, ...], str]]:
+        return (type(self), (self.stamp, self.stamps, self.source))
+
+
+# One lock for every stamp of this module, held only while stamp_X() reads, compares and
+# sets the stamp of one runner. It holds no data (stamps live on their runners), so the
+# module still keeps no state. A lock rather than a compare-and-set on the runner: a runner
+# is any object (slots, properties, a __setattr__ of its own), and only a lock makes read,
+# compare and set one step on every kind. A runner is stamped once, so it is never held long.
+_STAMPING = threading.Lock()
+
+
+def _runner_name(runner: object) -> str:
+    """A runner as an error names it: its class, and its `name` when it has one."""
+    name = getattr(runner, "name", None)
+    return (
+        f"{type(runner).__name__} {name!r}"
+        if isinstance(name, str)
+        else type(runner).__name__
+    )
+
+
+def _gather_stamps(
+    local: dict[str, Any], all_gather: Callable[[dict[str, Any]], Sequence[Any]] | None
+) -> Sequence[Any] | None:
+    """Every rank's stamp, by rank: through `all_gather`, else over torch.distributed's
+    default group; None when there is no process group to ask."""
+    if all_gather is not None:
+        return all_gather(local)
+    # A process group exists only once the caller imported and initialised torch.distributed,
+    # so it is looked up, never imported: this module needs only the standard library and
+    # msgspec, and importing torch costs seconds in a process that has not.
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return None
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, local)
+    return gathered
+
+
+def _ensure_stamps_agree(stamp: str, gathered: Sequence[Any], source: str) -> None:
+    """StampMismatchError unless every rank's stamp (plain data, by rank) is the same."""
+    if len({msgspec.json.encode(entry) for entry in gathered}) > 1:
+        raise StampMismatchError(stamp, gathered, source)
 
 
 def _missing_leaf(error: AttributeError, leaves: tuple[str, ...]) -> AttributeError:
@@ -832,6 +987,191 @@ class RunnerFacts(msgspec.Struct, frozen=True):
             )
 
 
+class ConfigLeaf(msgspec.Struct, frozen=True):
+    """A config leaf of the rules, as data: what an engine needs to build a flag or a
+    config record for it.
+
+    `name` is the dotted name (`namespace.leaf`); `values` every value the rules allow
+    (the enum's members, the declared ints, or False and True); `open` is True for an open
+    enum, which takes a name outside them as its open member; `optional` whether it may be
+    unset; `default` its default (None: none).
+    """
+
+    name: str
+    value_type: type
+    values: tuple[Any, ...]
+    optional: bool
+    default: Any
+    open: bool
+
+
+# Every config leaf of RULES_SOURCE, by name, in declaration order.
+CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
+    {
+        "mamba.linear_attn_backend": ConfigLeaf(
+            "mamba.linear_attn_backend",
+            LinearAttnKernelBackend,
+            tuple(LinearAttnKernelBackend),
+            optional=False,
+            default=LinearAttnKernelBackend.TRITON,
+            open=True,
+        ),
+        "mamba.linear_attn_decode_backend": ConfigLeaf(
+            "mamba.linear_attn_decode_backend",
+            LinearAttnKernelBackend,
+            tuple(LinearAttnKernelBackend),
+            optional=True,
+            default=None,
+            open=True,
+        ),
+        "mamba.linear_attn_prefill_backend": ConfigLeaf(
+            "mamba.linear_attn_prefill_backend",
+            LinearAttnKernelBackend,
+            tuple(LinearAttnKernelBackend),
+            optional=True,
+            default=None,
+            open=True,
+        ),
+        "mamba.linear_attn_verify_backend": ConfigLeaf(
+            "mamba.linear_attn_verify_backend",
+            LinearAttnKernelBackend,
+            tuple(LinearAttnKernelBackend),
+            optional=True,
+            default=None,
+            open=True,
+        ),
+        "mamba.ssm_dtype": ConfigLeaf(
+            "mamba.ssm_dtype",
+            StateDtype,
+            tuple(StateDtype),
+            optional=True,
+            default=None,
+            open=False,
+        ),
+        "mamba.enable_linear_replayssm": ConfigLeaf(
+            "mamba.enable_linear_replayssm",
+            bool,
+            (False, True),
+            optional=False,
+            default=False,
+            open=False,
+        ),
+        "mamba.linear_replayssm_cache_len": ConfigLeaf(
+            "mamba.linear_replayssm_cache_len",
+            int,
+            (0, 1, 16),
+            optional=False,
+            default=16,
+            open=False,
+        ),
+        "mamba.enable_linear_replayssm_spec": ConfigLeaf(
+            "mamba.enable_linear_replayssm_spec",
+            bool,
+            (False, True),
+            optional=False,
+            default=False,
+            open=False,
+        ),
+        "server.deterministic": ConfigLeaf(
+            "server.deterministic",
+            bool,
+            (False, True),
+            optional=False,
+            default=False,
+            open=False,
+        ),
+        "server.page_major_kv_layout": ConfigLeaf(
+            "server.page_major_kv_layout",
+            bool,
+            (False, True),
+            optional=False,
+            default=False,
+            open=False,
+        ),
+        "server.dynamic_chunking": ConfigLeaf(
+            "server.dynamic_chunking",
+            bool,
+            (False, True),
+            optional=False,
+            default=False,
+            open=False,
+        ),
+        "server.chunked_prefill_size": ConfigLeaf(
+            "server.chunked_prefill_size",
+            int,
+            (-1, 4096, 8192, 32768, 65536),
+            optional=True,
+            default=None,
+            open=False,
+        ),
+        "server.multi_item_scoring": ConfigLeaf(
+            "server.multi_item_scoring",
+            bool,
+            (False, True),
+            optional=False,
+            default=False,
+            open=False,
+        ),
+        "server.two_batch_overlap": ConfigLeaf(
+            "server.two_batch_overlap",
+            bool,
+            (False, True),
+            optional=False,
+            default=False,
+            open=False,
+        ),
+        "server.prefill_cuda_graph": ConfigLeaf(
+            "server.prefill_cuda_graph",
+            CudaGraphMode,
+            tuple(CudaGraphMode),
+            optional=False,
+            default=CudaGraphMode.OFF,
+            open=False,
+        ),
+        "server.speculative_algorithm": ConfigLeaf(
+            "server.speculative_algorithm",
+            SpeculativeAlgorithm,
+            tuple(SpeculativeAlgorithm),
+            optional=True,
+            default=None,
+            open=False,
+        ),
+        "server.speculative_topk": ConfigLeaf(
+            "server.speculative_topk",
+            int,
+            (1, 2, 4),
+            optional=True,
+            default=None,
+            open=False,
+        ),
+        "server.radix_strategy": ConfigLeaf(
+            "server.radix_strategy",
+            RadixStrategy,
+            tuple(RadixStrategy),
+            optional=False,
+            default=RadixStrategy.NO_BUFFER,
+            open=False,
+        ),
+        "server.disaggregation": ConfigLeaf(
+            "server.disaggregation",
+            DisaggregationMode,
+            tuple(DisaggregationMode),
+            optional=False,
+            default=DisaggregationMode.NONE,
+            open=False,
+        ),
+        "server.attention_backend": ConfigLeaf(
+            "server.attention_backend",
+            AttentionBackend,
+            tuple(AttentionBackend),
+            optional=True,
+            default=None,
+            open=True,
+        ),
+    }
+)
+
+
 class LinearAttnBackends(msgspec.Struct, frozen=True):
     """stamp LinearAttnBackends: one frozen record per runner.
 
@@ -872,15 +1212,18 @@ class LinearAttnBackendsProvenance(msgspec.Struct, frozen=True):
 
 def _tier_sources(
     owner: str, tiers: dict[str, tuple[str, ...]]
-) -> dict[str, tuple[str, ...]]:
+) -> Mapping[str, tuple[str, ...]]:
     """Each field's tiers as provenance names them: the tier as written, and its rules
-    line."""
-    return {
-        field: tuple(
-            f"{tier} ({RULE_POSITIONS[f'{owner}.{field} {tier}']})" for tier in chain
-        )
-        for field, chain in tiers.items()
-    }
+    line (read-only)."""
+    return types.MappingProxyType(
+        {
+            field: tuple(
+                f"{tier} ({RULE_POSITIONS[f'{owner}.{field} {tier}']})"
+                for tier in chain
+            )
+            for field, chain in tiers.items()
+        }
+    )
 
 
 def gdn_flashinfer_prefill(
@@ -1150,12 +1493,16 @@ def resolve_linear_attn_backends_with_provenance(
 def stamp_linear_attn_backends(
     runner: Any, *, mamba: Any, server: Any, runner_facts: RunnerFacts
 ) -> LinearAttnBackends:
-    """Stamp this runner with its LinearAttnBackends and return it.
+    """Stamp this runner with its LinearAttnBackends, once, and return the stamp it holds.
 
     Each slot is the value of the first of its auto-default gates that yields; the stamp
     is then resolved by resolve_linear_attn_backends_with_provenance(), set on
     runner.linear_attn_backends, and logged with the deciding tier of every field.
     Writes nothing but that one runner attribute: never process config.
+
+    A runner is stamped once. The same stamp again returns the one it holds; a different
+    one raises StampConflictError naming the attribute, both stamps' differing fields
+    and the rules line, also when threads race to stamp one runner.
     """
     prefill_default = gdn_flashinfer_prefill(mamba, server, runner_facts)
     if prefill_default is not None:
@@ -1177,7 +1524,20 @@ def stamp_linear_attn_backends(
     stamp, provenance = resolve_linear_attn_backends_with_provenance(
         mamba, prefill_default=prefill_default
     )
-    runner.linear_attn_backends = stamp
+    with _STAMPING:  # read, compare and set as one step (see _STAMPING)
+        current = getattr(runner, "linear_attn_backends", None)
+        if current is None:
+            runner.linear_attn_backends = stamp
+    if current is not None:
+        if isinstance(current, LinearAttnBackends) and current == stamp:
+            return current
+        raise StampConflictError(
+            "linear_attn_backends",
+            current,
+            stamp,
+            RULE_POSITIONS["stamp LinearAttnBackends"],
+            _runner_name(runner),
+        )
     logger.info(
         "runner.linear_attn_backends = LinearAttnBackends(decode=%s [%s], prefill=%s [%s], verify=%s [%s])",
         stamp.decode,
@@ -1190,24 +1550,41 @@ def stamp_linear_attn_backends(
     return stamp
 
 
+# Each field of LinearAttnBackends and the class its value must have: the guard
+# refuses a stamp with a field unset (None) or of another type.
+_LINEAR_ATTN_BACKENDS_FIELD_TYPES: tuple[tuple[str, type], ...] = (
+    ("decode", LinearAttnKernelBackend),
+    ("prefill", LinearAttnKernelBackend),
+    ("verify", LinearAttnKernelBackend),
+)
+
+
 def require_linear_attn_backends(runner: Any) -> LinearAttnBackends:
     """The fail-closed guard of LinearAttnBackends.
 
     Returns runner.linear_attn_backends; raises UnstampedRunnerError (an AttributeError)
-    when the runner has none, or holds something else under that name. There is no
-    default stamp.
+    when the runner has none, holds something else under that name, or holds a
+    LinearAttnBackends with a field unset. There is no default stamp.
 
     Consumers that read the stamp through it: GDNAttnBackend, KDAAttnBackend,
     AscendGDNAttnBackend.
     """
     stamp = getattr(runner, "linear_attn_backends", None)
     if isinstance(stamp, LinearAttnBackends):
-        return stamp
-    found = (
-        ""
-        if stamp is None
-        else f" (it holds a {type(stamp).__name__}, not a LinearAttnBackends)"
-    )
+        unset = [
+            field
+            for field, cls in _LINEAR_ATTN_BACKENDS_FIELD_TYPES
+            if getattr(stamp, field).__class__ is not cls
+        ]
+        if not unset:
+            return stamp
+        found = f" (it holds {stamp!r}, whose {', '.join(unset)} {'has' if len(unset) == 1 else 'have'} no value of the field's type)"
+    else:
+        found = (
+            ""
+            if stamp is None
+            else f" (it holds a {type(stamp).__name__}, not a LinearAttnBackends)"
+        )
     raise UnstampedRunnerError(
         "this runner has no `linear_attn_backends`: it was never stamped with LinearAttnBackends ("
         + RULE_POSITIONS["stamp LinearAttnBackends"]
@@ -1215,6 +1592,30 @@ def require_linear_attn_backends(runner: Any) -> LinearAttnBackends:
         + found,
         name="linear_attn_backends",
     )
+
+
+def ensure_linear_attn_backends_agree(
+    runner: Any, *, all_gather: Callable[[dict[str, Any]], Sequence[Any]] | None = None
+) -> LinearAttnBackends:
+    """Every rank holds the same LinearAttnBackends for this runner: its stamp, checked.
+
+    Gathers every rank's stamp as plain data ({field: value}) with all_gather, which
+    takes this rank's and returns every rank's, by rank; when all_gather is None, with
+    torch.distributed.all_gather_object on the default process group. With neither (no
+    all_gather, and torch.distributed not imported or not initialised) there is nothing
+    to compare: the runner's stamp is returned unchecked.
+
+    Raises StampMismatchError, a RuntimeError naming the ranks and fields that differ,
+    on every rank alike; UnstampedRunnerError when this runner has no stamp. It is a
+    collective: every rank calls it, for the same runners in the same order.
+    """
+    stamp = require_linear_attn_backends(runner)
+    gathered = _gather_stamps(msgspec.to_builtins(stamp), all_gather)
+    if gathered is not None:
+        _ensure_stamps_agree(
+            "LinearAttnBackends", gathered, RULE_POSITIONS["stamp LinearAttnBackends"]
+        )
+    return stamp
 
 
 def normalize_linear_attn(

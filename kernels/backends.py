@@ -5,13 +5,15 @@ AscendGDNAttnBackend from "stampgen.kernels.backends" reads LinearAttnBackends``
 
 1. reads the stamp only through the generated ``require_linear_attn_backends(runner)``: a runner without
    a stamp raises (an ``AttributeError``) instead of getting a default — there is no silent Triton;
-2. applies its generated ``validate_*`` block: rule violations raise ``RuleViolationError`` naming the
+2. refuses (:class:`ModelFamilyError`) a runner whose model family is not the one its layers implement:
+   a GDN consumer on a KDA runner would run the wrong recurrence;
+3. applies its generated ``validate_*`` block: rule violations raise ``RuleViolationError`` naming the
    rules line, fallbacks are applied and logged by the generated code;
-3. binds one kernel per phase, and refuses (``KernelUnavailableError``, at construction) a value that has
+4. binds one kernel per phase, and refuses (``KernelUnavailableError``, at construction) a value that has
    no kernel here — never a silent substitute.
 
 ``LightningAttentionBackend`` takes its kernel from the model config, not from the stamp, so it does not
-read it; it applies its own validation.
+read it; it checks the family and applies its own validation.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from stampgen.generated.linear_attn import (
     RULES_SOURCE,
     LinearAttnBackends,
+    ModelFamily,
     Platform,
     require_linear_attn_backends,
     validate_gdn_attn_backend,
@@ -39,9 +42,30 @@ __all__ = [
     "KDAAttnBackend",
     "KernelUnavailableError",
     "LightningAttentionBackend",
+    "ModelFamilyError",
 ]
 
 PHASES = ("prefill", "decode", "verify")
+
+# The GDN kernels, as kernels.gdn registered them when this module was imported: a read-only copy, so that
+# an entry added to kernels.gdn.KERNELS later cannot make a consumer accept a kernel that does not exist.
+_GDN_KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(dict(gdn.KERNELS))
+
+
+class ModelFamilyError(ValueError):
+    """A consumer was built on a runner of a model family whose layers it does not implement."""
+
+
+def _require_family(consumer: type, runner: Any, families: tuple[ModelFamily, ...]) -> None:
+    """Refuse a runner whose ``runner_facts.family`` is not one of ``families``, naming both."""
+    family = runner.runner_facts.family
+    if family not in families:
+        name = getattr(runner, "name", type(runner).__name__)
+        raise ModelFamilyError(
+            f"{consumer.__name__} for runner {name!r}: the runner's model family is {_backend_name(family)}, "
+            f"and {consumer.__name__} implements {', '.join(f.value for f in families)} layers only; "
+            "attn_backend_wrapper builds the consumer of the runner's family"
+        )
 
 
 def _backend_name(value: Any) -> str:
@@ -61,9 +85,11 @@ class GDNAttnBackend:
     """
 
     op = "gdn"
+    families: tuple[ModelFamily, ...] = (ModelFamily.GDN,)
 
     def __init__(self, runner: Any) -> None:
         stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
+        _require_family(type(self), runner, self.families)
         self.runner_name: str = getattr(runner, "name", type(runner).__name__)
         self.linear_attn_backends: LinearAttnBackends = validate_gdn_attn_backend(
             stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
@@ -72,9 +98,9 @@ class GDNAttnBackend:
 
     def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
         chosen = _stamp_names(stamp)
-        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in gdn.KERNELS]
+        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in _GDN_KERNELS]
         if missing:
-            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, gdn.KERNELS))
+            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, _GDN_KERNELS))
         return chosen
 
     def _no_kernel_message(
@@ -194,9 +220,11 @@ class KDAAttnBackend(_KernelsNotBuilt):
     """
 
     op = "kda"
+    families: tuple[ModelFamily, ...] = (ModelFamily.KDA, ModelFamily.KDA_SAFE_GATE)
 
     def __init__(self, runner: Any) -> None:
         stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
+        _require_family(type(self), runner, self.families)
         self.runner_name: str = getattr(runner, "name", type(runner).__name__)
         self.linear_attn_backends: LinearAttnBackends = validate_kda_attn_backend(
             stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
@@ -218,8 +246,10 @@ class LightningAttentionBackend(_KernelsNotBuilt):
     """
 
     op = "lightning"
+    families: tuple[ModelFamily, ...] = (ModelFamily.LIGHTNING,)
 
     def __init__(self, runner: Any) -> None:
+        _require_family(type(self), runner, self.families)
         self.runner_name: str = getattr(runner, "name", type(runner).__name__)
         validate_lightning_attention_backend(server=runner.process_config.server)
 

@@ -492,3 +492,79 @@ def test_an_int_leaf_or_fact_outside_its_declared_domain_is_refused_naming_its_r
     ):
         runner_facts(sm=11)
     assert la.gdn_flashinfer_prefill(mamba(), server(chunked_prefill_size=None), runner_facts()) is None
+
+
+# --------------------------------------------------------------------------------------------- stamp once, ranks agree
+
+
+@pytest.fixture(scope="module")
+def rules() -> Any:
+    from stampgen.codegen import testing
+
+    return testing.load_rules(Path(__file__).resolve().parents[1], RULES, la)
+
+
+def test_stamp_linear_attn_backends_stamps_a_runner_once(rules: Any) -> None:
+    from stampgen.codegen import testing
+
+    testing.check_stamp_once(rules, "LinearAttnBackends")
+
+
+def test_ensure_linear_attn_backends_agree_names_the_rank_and_field_that_differ(rules: Any) -> None:
+    from stampgen.codegen import testing
+
+    testing.check_ranks_agree(rules, "LinearAttnBackends")
+
+
+@pytest.mark.parametrize("field", ["decode", "prefill", "verify"])
+def test_the_guard_refuses_a_stamp_with_an_unset_phase(field: str) -> None:
+    incomplete = la.LinearAttnBackends(
+        **{"decode": "triton", "prefill": "triton", "verify": "triton", field: None}
+    )
+    with pytest.raises(la.UnstampedRunnerError) as excinfo:
+        la.require_linear_attn_backends(SimpleNamespace(linear_attn_backends=incomplete))
+    message = str(excinfo.value)
+    assert (
+        f"whose {field} has no value" in message
+        and "linear_attn_backends" in message
+        and f"{RULES}:" in message
+    )
+
+
+def test_the_stamp_api_signatures_are_the_contract() -> None:
+    assert list(inspect.signature(la.stamp_linear_attn_backends).parameters) == [
+        "runner",
+        "mamba",
+        "server",
+        "runner_facts",
+    ]
+    agree = inspect.signature(la.ensure_linear_attn_backends_agree).parameters
+    assert (
+        list(agree) == ["runner", "all_gather"] and agree["all_gather"].kind is inspect.Parameter.KEYWORD_ONLY
+    )
+    for name in (
+        "StampConflictError",
+        "StampMismatchError",
+        "ensure_linear_attn_backends_agree",
+        "CONFIG_LEAVES",
+    ):
+        assert name in la.__all__, name
+    assert issubclass(la.StampConflictError, RuntimeError) and issubclass(la.StampMismatchError, RuntimeError)
+
+
+def test_config_leaves_describe_every_leaf_of_the_rules_read_only() -> None:
+    from stampgen.codegen.load import load
+    from stampgen.codegen.model import domain
+
+    model = load(RULES).model
+    assert model is not None
+    leaves = {name: leaf for name, leaf in model.leaves.items() if not leaf.is_fact}
+    assert list(la.CONFIG_LEAVES) == list(leaves)
+    for name, leaf in leaves.items():
+        described = la.CONFIG_LEAVES[name]
+        assert described.name == name and described.optional == leaf.optional
+        assert tuple(getattr(v, "value", v) for v in described.values) == domain(leaf.type), name
+        assert getattr(described.default, "value", described.default) == leaf.default, name
+    assert la.CONFIG_LEAVES["mamba.linear_attn_backend"].open and not la.CONFIG_LEAVES["mamba.ssm_dtype"].open
+    with pytest.raises(TypeError):
+        la.CONFIG_LEAVES["mamba.ssm_dtype"] = la.CONFIG_LEAVES["mamba.linear_attn_backend"]  # type: ignore[index]

@@ -26,6 +26,7 @@ from stampgen.kernels.backends import (
     GDNAttnBackend,
     KDAAttnBackend,
     LightningAttentionBackend,
+    ModelFamilyError,
 )
 from stampgen.kernels.runtime import (
     ARCHS,
@@ -33,6 +34,7 @@ from stampgen.kernels.runtime import (
     MambaConfig,
     ModelRunner,
     ProcessConfig,
+    RunnerFactsError,
     ServerConfig,
     StampConflictError,
     attn_backend_wrapper,
@@ -66,6 +68,11 @@ def launched(mamba=None, server=CHUNKED, *, sm=9, cuda=13, kimi_k3=False) -> Pro
     config = ProcessConfig(mamba=mamba or MambaConfig(), server=server)
     launch(config, LaunchFacts(sm=sm, cuda=cuda, kimi_k3=kimi_k3))
     return config
+
+
+def on(device) -> dict:
+    """The launch facts of a process on `device` (a runner's facts must agree with them)."""
+    return dict(sm=device["sm"], cuda=device["cuda"])
 
 
 def make_runner(name, arch, config, *, is_draft=False, device=SM90) -> ModelRunner:
@@ -300,7 +307,7 @@ def test_a_runner_is_not_stamped_before_launch():
 )
 def test_each_family_gets_its_consumer_and_every_runner_is_stamped(arch, device, consumer):
     server = msgspec.structs.replace(CHUNKED, attention_backend="ascend") if device is NPU else CHUNKED
-    runner = make_runner("target", arch, launched(server=server), device=device)
+    runner = make_runner("target", arch, launched(server=server, **on(device)), device=device)
     assert type(attn_backend_wrapper(runner)) is consumer
     assert isinstance(runner.linear_attn_backends, LinearAttnBackends)
 
@@ -347,7 +354,8 @@ def test_a_kda_consumer_refuses_flashinfer_verify_for_draft_trees():
 @pytest.mark.parametrize("phase", ["prefill", "decode", "verify"])
 def test_a_consumer_whose_kernels_are_not_built_refuses_every_phase(arch, device, reason, phase):
     server = msgspec.structs.replace(CHUNKED, attention_backend="ascend") if device is NPU else CHUNKED
-    backend = attn_backend_wrapper(make_runner("target", arch, launched(server=server), device=device))
+    runner = make_runner("target", arch, launched(server=server, **on(device)), device=device)
+    backend = attn_backend_wrapper(runner)
     extra = {"prefill": {"cu_seqlens": None}, "decode": {}, "verify": {"intermediate_states": None}}[phase]
     with pytest.raises(KernelUnavailableError, match=reason):
         getattr(backend, phase)(None, None, None, None, None, state_pool=None, state_indices=None, **extra)
@@ -413,7 +421,7 @@ def test_the_config_records_have_exactly_the_leaves_and_defaults_of_the_rules():
 
 
 def test_the_ascend_gdn_consumer_refuses_a_runner_that_is_not_on_an_npu():
-    runner = stamped("target", "Qwen3ForCausalLM", launched())
+    runner = stamped("target", GDN_TARGET, launched())
     with pytest.raises(KernelUnavailableError, match="NPU"):
         AscendGDNAttnBackend(runner)
 
@@ -422,3 +430,122 @@ def test_a_runner_refuses_facts_of_another_model_family():
     facts = runner_facts_for(ARCHS["KimiLinearForCausalLM"], **SM90)
     with pytest.raises(ValueError, match="gdn"):
         ModelRunner("target", model_cls=ARCHS[GDN_TARGET], runner_facts=facts, process_config=launched())
+
+
+# --------------------------------------------------------------------------------------------- no way around the rules
+
+
+def test_there_is_no_public_way_to_apply_launch_resolutions_without_the_launch_rules():
+    config = ProcessConfig(mamba=MambaConfig(linear_attn_decode_backend="flashkda"))
+    public = [name for name in dir(config) if not name.startswith("_")]
+    assert public == ["launch_facts", "launched", "mamba", "server"]
+    assert not hasattr(config, "apply_launch_resolutions")
+
+
+def test_a_kda_runner_never_gets_the_flashkda_decode_that_launch_forbids():
+    # before: config.apply_launch_resolutions({}, launch_facts=...) marked it launched, skipping every rule
+    config = ProcessConfig(mamba=MambaConfig(linear_attn_decode_backend="flashkda"))
+    with pytest.raises(RuleViolationError, match="prefill-only"):
+        config._launch(LaunchFacts(sm=9, cuda=13, kimi_k3=False))  # even the private path runs the rules
+    runner = make_runner("target", "KimiLinearForCausalLM", config)
+    with pytest.raises(RuntimeError, match="not launched"):
+        attn_backend_wrapper(runner)
+
+
+def test_launch_needs_launch_facts():
+    with pytest.raises(LaunchError, match="LaunchFacts"):
+        launch(ProcessConfig(), {"sm": 9, "cuda": 13, "kimi_k3": False})
+
+
+@pytest.mark.parametrize(
+    ("consumer", "arch"),
+    [
+        (GDNAttnBackend, "KimiLinearForCausalLM"),
+        (AscendGDNAttnBackend, "KimiK3ForCausalLM"),
+        (KDAAttnBackend, GDN_TARGET),
+        (KDAAttnBackend, "BailingMoeV2_5ForCausalLM"),
+        (LightningAttentionBackend, GDN_TARGET),
+        (GDNAttnBackend, NON_GDN_DRAFT),
+    ],
+)
+def test_a_consumer_refuses_a_runner_of_another_model_family(consumer, arch):
+    runner = stamped("target", arch, launched())
+    with pytest.raises(ModelFamilyError) as raised:
+        consumer(runner)
+    family = runner.runner_facts.family.value
+    assert consumer.__name__ in str(raised.value) and f"model family is {family}" in str(raised.value)
+
+
+def test_the_runtime_registry_cannot_be_poisoned_through_the_runtime():
+    with pytest.raises(TypeError):
+        ARCHS["Qwen3NextForCausalLM"] = ARCHS["KimiLinearForCausalLM"]
+    with pytest.raises(TypeError):
+        del ARCHS["Qwen3NextForCausalLM"]
+    from stampgen.kernels.runtime.config import NAMESPACES
+
+    with pytest.raises(TypeError):
+        NAMESPACES["mamba"] = ServerConfig
+
+
+def test_a_gdn_kernel_added_to_the_registry_after_import_is_not_bound():
+    from stampgen.kernels import gdn
+
+    config = launched(MambaConfig(linear_attn_decode_backend="cutedsl"), sm=10)
+    runner = make_runner("target", GDN_TARGET, config, device=SM100)
+    poisoned = dict(gdn.KERNELS)
+    try:
+        gdn.KERNELS[("decode", "cutedsl")] = "naive:decode"
+        with pytest.raises(KernelUnavailableError, match="decode=cutedsl"):
+            attn_backend_wrapper(runner)
+    finally:
+        gdn.KERNELS.clear()
+        gdn.KERNELS.update(poisoned)
+
+
+# --------------------------------------------------------------------------------------------- launch facts vs runner facts
+
+
+@pytest.mark.parametrize(
+    ("device", "launch_facts", "named"),
+    [
+        (
+            dict(SM100, cuda=12),
+            dict(sm=9, cuda=13),
+            "runner.sm = 10, but the process was launched with launch.sm = 9",
+        ),
+        (
+            dict(SM90, cuda=12),
+            dict(sm=9, cuda=13),
+            "runner.cuda = 12, but the process was launched with launch.cuda = 13",
+        ),
+        (SM90, dict(sm=0, cuda=0), "runner.sm = 9, but the process was launched with launch.sm = 0"),
+    ],
+)
+def test_a_runner_whose_facts_contradict_the_launch_facts_is_refused_naming_both(device, launch_facts, named):
+    config = launched(**launch_facts)
+    runner = make_runner("target", GDN_TARGET, config, device=device)
+    with pytest.raises(RunnerFactsError) as raised:
+        attn_backend_wrapper(runner)
+    assert named in str(raised.value)
+    assert not hasattr(runner, "linear_attn_backends")
+
+
+def test_a_blackwell_runner_in_a_process_launched_for_hopper_never_gets_the_flashinfer_prefill_launch_forbids():
+    # launch(sm=9, cuda=13) checked nothing about SM100 + CUDA 12; this runner would take FlashInfer prefill
+    config = launched(MambaConfig(linear_attn_prefill_backend="flashinfer"), sm=9, cuda=13)
+    runner = make_runner("target", GDN_TARGET, config, device=dict(SM100, cuda=12))
+    with pytest.raises(RunnerFactsError, match="launch.sm = 9"):
+        attn_backend_wrapper(runner)
+
+
+def test_a_runner_whose_pool_is_not_the_operators_ssm_dtype_is_refused_naming_both():
+    config = launched(MambaConfig(ssm_dtype="float32"), sm=10)
+    runner = make_runner("target", GDN_TARGET, config, device=SM100)  # a bf16 pool
+    with pytest.raises(RunnerFactsError, match="pool is bfloat16 .* --mamba-ssm-dtype is float32"):
+        attn_backend_wrapper(runner)
+
+
+def test_without_an_operators_ssm_dtype_or_a_pool_the_dtype_is_not_checked():
+    stamped("target", GDN_TARGET, launched(sm=10), device=SM100)  # no --mamba-ssm-dtype
+    config = launched(MambaConfig(ssm_dtype="bfloat16"))
+    stamped("draft", NON_GDN_DRAFT, config, is_draft=True)  # family other: no pool, SM90's fp32 fact unread

@@ -13,11 +13,22 @@ from stampgen.codegen.emit.blocks import LaunchView, ValidateView, emit_launch, 
 from stampgen.codegen.emit.enums import EnumView, emit_enum
 from stampgen.codegen.emit.facts import FactsView, emit_facts
 from stampgen.codegen.emit.gates import GateView, emit_gate
-from stampgen.codegen.emit.names import RenderError, TopLevel, py_str
+from stampgen.codegen.emit.names import RenderError, TopLevel, py_literal, py_str, type_ann
 from stampgen.codegen.emit.parities import ParityView, emit_parity
 from stampgen.codegen.emit.positions import TableEntry, table_entries
 from stampgen.codegen.emit.stamps import StampView, emit_stamp
-from stampgen.codegen.model import Model, Scope
+from stampgen.codegen.model import EnumT, IntT, Model, Scope
+
+
+class ConfigLeafView(msgspec.Struct, frozen=True, kw_only=True):
+    """One config leaf as the generated CONFIG_LEAVES describes it: every value is Python source."""
+
+    name: str  # a Python literal: `mamba.linear_attn_backend`
+    value_type: str
+    values: str
+    optional: str
+    default: str
+    open: str
 
 
 class ModuleView(msgspec.Struct, frozen=True, kw_only=True):
@@ -34,6 +45,7 @@ class ModuleView(msgspec.Struct, frozen=True, kw_only=True):
     launches: list[LaunchView]
     validates: list[ValidateView]
     parities: list[ParityView]
+    config_leaves: list[ConfigLeafView]  # declaration order
     reads_config: bool  # some function reads config leaves (it needs the missing-leaf helpers)
 
 
@@ -42,6 +54,32 @@ def _export_order(name: str) -> tuple[int, list[str | int]]:
     the rest, each in natural order (numbers compared as numbers)."""
     group = 0 if name.isupper() and len(name) > 1 else 1 if name[:1].isupper() else 2
     return group, [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def config_leaf_views(model: Model) -> list[ConfigLeafView]:
+    """Every config leaf of the rules, as data an engine can build its flags and config from."""
+    views = []
+    for leaf in model.leaves.values():
+        if leaf.scope != Scope.PROCESS:
+            continue
+        t = leaf.type
+        if isinstance(t, EnumT):
+            values = f"tuple({t.name})"
+        elif isinstance(t, IntT):
+            values = "(" + ", ".join(str(v) for v in t.values) + ("," if len(t.values) == 1 else "") + ")"
+        else:
+            values = "(False, True)"
+        views.append(
+            ConfigLeafView(
+                name=py_str(leaf.full_name),
+                value_type=type_ann(t),
+                values=values,
+                optional=repr(leaf.optional),
+                default=py_literal(leaf.default, t),
+                open=repr(isinstance(t, EnumT) and t.open_member is not None),
+            )
+        )
+    return views
 
 
 def build_module(model: Model, rules_source: str, module: str) -> ModuleView:
@@ -67,19 +105,38 @@ def build_module(model: Model, rules_source: str, module: str) -> ModuleView:
     if top.diagnostics:
         raise RenderError(top.diagnostics)
 
+    config_leaves = config_leaf_views(model)
     stdlib = ["import enum"] if enums else []
     stdlib.append("import logging")
     if parities:
         stdlib.append("import re")
+    if stamps:
+        stdlib += ["import sys", "import threading"]  # ensure_X_agree finds torch.distributed; stamp_X locks
     stdlib.append("import types")
-    from_stdlib = ["from collections.abc import Mapping"]
-    if gates or stamps or launches or validates:
+    from_stdlib = [
+        "from collections.abc import Callable, Mapping, Sequence"
+        if stamps
+        else "from collections.abc import Mapping"
+    ]
+    if gates or stamps or launches or validates or config_leaves:
         from_stdlib.append("from typing import Any")
 
     all_names = ["RULES_SOURCE", "RULE_POSITIONS", "RuleViolationError", "UnstampedRunnerError"]
+    if stamps:
+        all_names += ["StampConflictError", "StampMismatchError"]
+    if config_leaves:
+        all_names += ["CONFIG_LEAVES", "ConfigLeaf"]
     all_names += [e.name for e in enums] + [f.cls for f in facts]
     for s in stamps:
-        all_names += [s.name, s.provenance_cls, s.resolve, s.resolve_provenance, s.stamp_fn, s.require]
+        all_names += [
+            s.name,
+            s.provenance_cls,
+            s.resolve,
+            s.resolve_provenance,
+            s.stamp_fn,
+            s.require,
+            s.ensure,
+        ]
     all_names += list(gates)
     all_names += [launch.name for launch in launches] + [v.fn for v in validates]
     for p in parities:
@@ -106,5 +163,6 @@ def build_module(model: Model, rules_source: str, module: str) -> ModuleView:
         launches=launches,
         validates=validates,
         parities=parities,
+        config_leaves=config_leaves,
         reads_config=any(v.reads.items for v in views),
     )

@@ -1,5 +1,6 @@
 """stamp declarations → the frozen record, its resolver (one body, with or without provenance), the
-function that stamps a runner, and the fail-closed guard that reads the stamp back."""
+function that stamps a runner once, the fail-closed guard that reads the stamp back, and the check that
+every rank of a process group holds the same stamp."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ class StampView(msgspec.Struct, frozen=True, kw_only=True):
     resolve_provenance: str
     stamp_fn: str
     require: str
+    ensure: str  # ensure_X_agree: every rank holds the same stamp
+    field_types_const: str  # the guard's table of each field and the class its value must have
+    field_types: list[tuple[str, str]]  # (field as a Python literal, class)
     body_signature: str  # positional: config namespaces, then slots
     signature: str  # the public resolvers': config namespaces, then `*` and the slots
     call_args: str  # how the public resolvers call the body
@@ -55,6 +59,9 @@ class StampView(msgspec.Struct, frozen=True, kw_only=True):
     resolve_call: str  # stamp_X's call of resolve_provenance
     stamp_local: str  # stamp_X's locals
     provenance_local: str
+    current_local: str
+    agree_stamp: str  # ensure_X_agree's locals
+    agree_gathered: str
     public_stamp: str  # resolve_provenance's locals
     public_tiers: str
     log_format: str  # a Python literal
@@ -78,6 +85,8 @@ def emit_stamp(model: Model, info: StampInfo, gates: dict[str, GateView], top: T
             ("resolve_provenance", f"resolve_{snake}_with_provenance"),
             ("stamp_fn", f"stamp_{snake}"),
             ("require", f"require_{snake}"),
+            ("ensure", f"ensure_{snake}_agree"),
+            ("field_types_const", f"_{snake.upper()}_FIELD_TYPES"),
         )
     }
 
@@ -144,6 +153,8 @@ def emit_stamp(model: Model, info: StampInfo, gates: dict[str, GateView], top: T
             stamp_names.param(slot.name, f"slot `{slot.name}`", slot.decl.name.loc)
             keyword.append(f"{slot_param} = None")
     stamp_local, provenance_local = stamp_names.claim("stamp"), stamp_names.claim("provenance")
+    current_local = stamp_names.claim("current")
+    agree_names = top.locals("runner", "all_gather", what=what, loc=decl.loc)
     positional = [p for p, _ in params]
     resolve_call = (
         f"{view_names['resolve_provenance']}("
@@ -176,6 +187,10 @@ def emit_stamp(model: Model, info: StampInfo, gates: dict[str, GateView], top: T
         resolve_call=resolve_call,
         stamp_local=stamp_local,
         provenance_local=provenance_local,
+        current_local=current_local,
+        agree_stamp=agree_names.claim("stamp"),
+        agree_gathered=agree_names.claim("gathered"),
+        field_types=[(py_str(f.name), type_ann(f.type)) for f in info.fields],
         public_stamp=public_names.claim("stamp"),
         public_tiers=public_names.claim("tiers"),
         log_format=py_str(f"runner.{info.attribute} = {name}({log_parts})"),

@@ -6,10 +6,13 @@ rules give. A :class:`ProcessConfig` holds one of each and is shared, by referen
 process.
 
 Process configuration holds operator intent only. The one write it ever sees is the launch-level
-normalisation of the rules (``launch normalize_linear_attn``), applied once by :func:`launch` before any
-runner exists and through :meth:`ProcessConfig.apply_launch_resolutions`. Per-runner decisions (the
-stamp, its auto-defaults) never come back here: a recorded auto-default reads back as an operator flag
-(SGLang #34376). The namespace records are frozen, so nothing else can write them.
+normalisation of the rules (``launch normalize_linear_attn``), run and applied once by :func:`launch`
+before any runner exists. There is no way to apply launch-level resolutions without running the generated
+launch blocks: the only method that changes a leaf computes what it applies itself, from the generated
+``normalize_linear_attn`` (a caller that handed in resolutions would skip every ``forbid`` and ``require``
+of the launch rules). Per-runner decisions (the stamp, its auto-defaults) never come back here: a recorded
+auto-default reads back as an operator flag (SGLang #34376). The namespace records are frozen, so nothing
+else can write them.
 
 Enum-valued leaves hold backend names as given (``"triton"``) or members of the generated enums (which are
 ``str``); the generated resolvers accept both.
@@ -20,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
@@ -59,19 +63,22 @@ class ServerConfig(msgspec.Struct, frozen=True, kw_only=True):
     attention_backend: str | None = None
 
 
-# The config namespaces of the rules, by name, and the record type of each.
-NAMESPACES: Mapping[str, type[msgspec.Struct]] = {"mamba": MambaConfig, "server": ServerConfig}
+# The config namespaces of the rules, by name, and the record type of each (read-only).
+NAMESPACES: Mapping[str, type[msgspec.Struct]] = MappingProxyType(
+    {"mamba": MambaConfig, "server": ServerConfig}
+)
 
 
 class LaunchError(RuntimeError):
-    """Launch-level resolution was applied twice, or named a leaf the process configuration lacks."""
+    """Launch-level resolution was asked for twice, without launch facts, or named a leaf the process
+    configuration lacks."""
 
 
 class ProcessConfig:
     """One process's configuration: a frozen record per config namespace, shared by every runner.
 
-    Read ``config.mamba.linear_attn_backend``; there are no setters. :meth:`apply_launch_resolutions` is
-    the only way to change a leaf, and it works once, at launch.
+    Read ``config.mamba.linear_attn_backend``; there are no setters. :func:`launch` is the only way to
+    change a leaf: it runs the generated launch blocks and applies what they resolve, once.
     """
 
     __slots__ = ("_namespaces", "_launch_facts", "_lock")
@@ -81,14 +88,14 @@ class ProcessConfig:
         for name, record in namespaces.items():
             if not isinstance(record, NAMESPACES[name]):
                 raise TypeError(f"{name} must be a {NAMESPACES[name].__name__}, got {type(record).__name__}")
-        object.__setattr__(self, "_namespaces", namespaces)
+        object.__setattr__(self, "_namespaces", MappingProxyType(namespaces))
         object.__setattr__(self, "_launch_facts", None)
         object.__setattr__(self, "_lock", threading.Lock())
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(
-            f"ProcessConfig is read-only (tried to set {name!r}); launch-level resolutions go through "
-            "apply_launch_resolutions(), and per-runner decisions live on the runner's stamp"
+            f"ProcessConfig is read-only (tried to set {name!r}); launch-level resolutions are applied by "
+            "launch(), and per-runner decisions live on the runner's stamp"
         )
 
     @property
@@ -106,39 +113,49 @@ class ProcessConfig:
 
     @property
     def launch_facts(self) -> Any:
-        """The launch facts the process was launched with (None before :func:`launch`)."""
+        """The ``LaunchFacts`` the process was launched with (None before :func:`launch`)."""
         return self._launch_facts
 
-    def apply_launch_resolutions(
-        self, resolutions: Mapping[str, Mapping[str, Any]], *, launch_facts: Any
-    ) -> None:
-        """Replace the leaves the launch-level normalisation resolved: ``{namespace: {leaf: value}}``.
+    def _launch(self, launch_facts: Any) -> dict[str, dict[str, Any]]:
+        """Run the generated launch blocks on this configuration and apply what they set, all or nothing,
+        once; return the leaves that changed (``{namespace: {leaf: value}}``). :func:`launch` calls it.
 
-        Applies all or nothing, once per process. Unknown namespaces or leaves raise :class:`LaunchError`.
+        It takes no resolutions from its caller: what it applies is what the launch rules resolve, after
+        every ``forbid`` and ``require`` of them held.
         """
-        if launch_facts is None:
-            raise LaunchError("apply_launch_resolutions needs the launch facts it was resolved from")
+        from stampgen.generated.linear_attn import LaunchFacts, normalize_linear_attn
+
+        if not isinstance(launch_facts, LaunchFacts):
+            raise LaunchError(
+                f"launch needs the process's LaunchFacts (stampgen.generated.linear_attn.LaunchFacts), "
+                f"got {type(launch_facts).__name__}"
+            )
         with self._lock:
             if self._launch_facts is not None:
                 raise LaunchError(
-                    "launch-level resolutions were already applied to this process configuration; "
-                    "they are resolved once per process, before any runner exists"
+                    "this process configuration was already launched; the launch-level rules run once per "
+                    "process, before any runner exists"
                 )
+            resolved = normalize_linear_attn(self.mamba, self.server, launch_facts)
             updated = dict(self._namespaces)
-            for namespace, leaves in resolutions.items():
+            changes: dict[str, dict[str, Any]] = {}
+            for namespace, leaves in resolved.items():
                 if namespace not in NAMESPACES:
                     raise LaunchError(
-                        f"launch resolution for unknown config namespace {namespace!r} "
-                        f"(known: {', '.join(NAMESPACES)})"
+                        f"the launch rules set leaves of the config namespace {namespace!r}, which the "
+                        f"process configuration lacks (it has: {', '.join(NAMESPACES)})"
                     )
-                fields = NAMESPACES[namespace].__struct_fields__
-                unknown = [leaf for leaf in leaves if leaf not in fields]
+                record = updated[namespace]
+                unknown = [leaf for leaf in leaves if leaf not in record.__struct_fields__]
                 if unknown:
-                    raise LaunchError(f"launch resolution for unknown leaves of {namespace}: {unknown}")
-                if leaves:
-                    updated[namespace] = msgspec.structs.replace(updated[namespace], **leaves)
-            object.__setattr__(self, "_namespaces", updated)
+                    raise LaunchError(f"the launch rules set leaves {namespace} lacks: {unknown}")
+                changed = {leaf: value for leaf, value in leaves.items() if getattr(record, leaf) != value}
+                if changed:
+                    updated[namespace] = msgspec.structs.replace(record, **changed)
+                    changes[namespace] = changed
+            object.__setattr__(self, "_namespaces", MappingProxyType(updated))
             object.__setattr__(self, "_launch_facts", launch_facts)
+        return changes
 
     def __repr__(self) -> str:
         state = "launched" if self.launched else "not launched"
@@ -150,24 +167,12 @@ def launch(process_config: ProcessConfig, launch_facts: Any) -> dict[str, dict[s
 
     ``launch_facts`` is a ``generated.linear_attn.LaunchFacts``. Returns the resolutions applied
     (``{namespace: {leaf: value}}``, only the leaves that changed). A rule violation raises the generated
-    ``RuleViolationError`` (a ``ValueError`` naming the rules line) and leaves the configuration unlaunched.
+    ``RuleViolationError`` (a ``ValueError`` naming the rules line) and leaves the configuration unlaunched;
+    a second launch raises :class:`LaunchError`.
     """
-    from stampgen.generated.linear_attn import normalize_linear_attn
-
-    if process_config.launched:
-        raise LaunchError("this process configuration was already launched")
-    resolved = normalize_linear_attn(process_config.mamba, process_config.server, launch_facts)
-    changes: dict[str, dict[str, Any]] = {}
-    for namespace, leaves in resolved.items():
-        current = process_config._namespaces.get(namespace)
-        changed = {
-            leaf: value
-            for leaf, value in leaves.items()
-            if current is None or not hasattr(current, leaf) or getattr(current, leaf) != value
-        }
-        if changed:
-            changes[namespace] = changed
-    process_config.apply_launch_resolutions(changes, launch_facts=launch_facts)
+    if not isinstance(process_config, ProcessConfig):
+        raise TypeError(f"launch needs a ProcessConfig, got {type(process_config).__name__}")
+    changes = process_config._launch(launch_facts)
     for namespace, leaves in changes.items():
         for leaf, value in leaves.items():
             logger.info("launch: %s.%s = %s", namespace, leaf, getattr(value, "value", value))

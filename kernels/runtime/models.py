@@ -14,6 +14,12 @@ Each class carries only what the runtime and the loader ask of it:
 
 ``hf_config`` and ``quant_config`` are any objects with the attributes a hook reads (missing ones take
 the defaults of the real configs).
+
+Some classes are real models too: ``build_model(hf_config, *, layout, target=None)`` builds the torch
+module the loader fills (``kernels/runtime/layers.py``; ``layout`` is the runner's ``ExpertsLayout``, from
+its fusion stamp; ``target`` the target's model, for drafts that borrow from it). So far:
+``Qwen3NextForCausalLM`` and its MTP draft, ``DeepseekV4ForCausalLM`` and its NextN and DSpark drafts.
+torch is imported only when a model is built, so the registry imports without it.
 """
 
 from __future__ import annotations
@@ -27,6 +33,20 @@ class EntryClass:
     """Base of every entry class. No hooks here: their presence is per class, on purpose."""
 
     linear_attn_family: ClassVar[str] = "other"
+
+
+def _causal_lm(hf_config: Any, layout: Any) -> Any:
+    from stampgen.kernels.runtime.layers import HybridMoeForCausalLM
+
+    return HybridMoeForCausalLM(hf_config, layout)
+
+
+def _mtp_draft(hf_config: Any, layout: Any, target: Any, draft: str) -> Any:
+    from stampgen.kernels.runtime.layers import MTPDraftModel
+
+    if target is None:
+        raise ValueError(f"{draft} borrows its target's embedding and LM head: build it with target=")
+    return MTPDraftModel(hf_config, layout, embed_tokens=target.embed_tokens, lm_head=target.lm_head)
 
 
 def _single_shared_expert_reason(hf_config: Any, model: str) -> str | None:
@@ -53,6 +73,10 @@ class DeepseekV4ForCausalLM(EntryClass):
         if getattr(hf_config, "enforce_shared_experts_fusion", False):
             return None
         return "Config does not support fused shared expert(s)."
+
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        return _causal_lm(hf_config, layout)
 
 
 class Glm4MoeForCausalLM(EntryClass):
@@ -97,6 +121,10 @@ class Qwen3NextForCausalLM(EntryClass):
     @classmethod
     def shared_experts_fusion_disable_reason(cls, hf_config: Any, quant_config: Any) -> str | None:
         return "Qwen3-Next gates its shared expert (shared_expert_gate); a fused slot cannot"
+
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        return _causal_lm(hf_config, layout)
 
 
 class Qwen3MoeForCausalLM(EntryClass):
@@ -177,13 +205,25 @@ class DeepseekV4ForCausalLMNextN(EntryClass):
     def shared_experts_fusion_disable_reason(cls, hf_config: Any, quant_config: Any) -> str | None:
         return DeepseekV4ForCausalLM.shared_experts_fusion_disable_reason(hf_config, quant_config)
 
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        return _mtp_draft(hf_config, layout, target, cls.__name__)
+
 
 class DeepseekV4ForCausalLMDSpark(EntryClass):
-    """The DSpark draft: missing this hook cut the accept length from 5.60 to 2.05 (SGLang #33312)."""
+    """The DSpark draft: missing this hook cut the accept length from 5.60 to 2.05 (SGLang #33312).
+
+    Here it is self-speculating: it builds the target's architecture and loads the target's weights
+    (the ``model.*`` and ``lm_head.*`` of the target's checkpoint), through this class.
+    """
 
     @classmethod
     def shared_experts_fusion_disable_reason(cls, hf_config: Any, quant_config: Any) -> str | None:
         return DeepseekV4ForCausalLM.shared_experts_fusion_disable_reason(hf_config, quant_config)
+
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        return _causal_lm(hf_config, layout)
 
 
 class Glm4MoeForCausalLMNextN(EntryClass):
@@ -226,6 +266,10 @@ class Qwen3NextForCausalLMMTP(EntryClass):
     @classmethod
     def shared_experts_fusion_disable_reason(cls, hf_config: Any, quant_config: Any) -> str | None:
         return Qwen3NextForCausalLM.shared_experts_fusion_disable_reason(hf_config, quant_config)
+
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        return _mtp_draft(hf_config, layout, target, cls.__name__)
 
 
 class Qwen3MoeForCausalLMMTP(EntryClass):
