@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jinja2
 
-from stampgen.codegen.emit.module import build_module
+from stampgen.codegen.emit.module import build_module, used_imports
 from stampgen.codegen.emit.names import RenderError, py_str
 from stampgen.codegen.emit.suite import build_suite
 from stampgen.codegen.model import Model
@@ -67,7 +67,10 @@ def render_files(
     view = build_module(model, rules_source, module)
     suite = build_suite(model, rules_source, module, package, root_expr)
     env = environment()
+    text = env.get_template("module.py.jinja").render(m=view)
+    if view.imports:  # again, importing only what the module reads of the files it imports
+        text = env.get_template("module.py.jinja").render(m=used_imports(view, text))
     return [
-        (f"{module}.py", env.get_template("module.py.jinja").render(m=view)),
+        (f"{module}.py", text),
         (f"test_{module}.py", env.get_template("test_module.py.jinja").render(t=suite)),
     ]

@@ -40,7 +40,7 @@ class Rules(msgspec.Struct, frozen=True):
 
 def load_rules(root: Path, rules: str, module: ModuleType) -> Rules:
     """Parse and check `root/rules` (named `rules` in positions, as the generator names it)."""
-    loaded = load_text((root / rules).read_text(encoding="utf-8"), rules)
+    loaded = load_text((root / rules).read_text(encoding="utf-8"), rules, origin=str(root / rules))
     problems = "\n".join(f"{d.loc}: {d.severity}: {d.message}" for d in loaded.diagnostics)
     assert loaded.ok and loaded.model is not None, f"{rules} does not check:\n{problems}"
     return Rules(model=loaded.model, module=module)
@@ -144,8 +144,10 @@ def _resolver_args(rules: Rules, info: StampInfo, row: Mapping[str, Any]) -> tup
 
 
 def check_positions(rules: Rules) -> None:
-    """RULE_POSITIONS names every rule of the rules file, at the position the parser gives it."""
-    want = {identity: str(loc) for identity, loc in positions.rule_locations(rules.model).items()}
+    """RULE_POSITIONS names every rule of the rules file and of the vocabulary it imports, at the position
+    the parser gives it."""
+    located = positions.rule_locations(rules.model, imported=True)
+    want = {identity: str(loc) for identity, loc in located.items()}
     got = dict(rules.module.RULE_POSITIONS)
     assert want, "the rules file declares nothing: there is no rule to hold the module against"
     stale = sorted(set(want) ^ set(got)) + sorted(k for k in want if k in got and want[k] != got[k])

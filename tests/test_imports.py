@@ -3,12 +3,20 @@ truth; what the import brings in is checked where it is declared, and used as if
 
 from __future__ import annotations
 
+import importlib
+import io
+import os
 import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from stampgen.codegen.generate import run_generate
 from stampgen.codegen.load import load
+
+REPO = Path(__file__).resolve().parents[1]
 
 COMMON = """\
 # the shared vocabulary
@@ -112,3 +120,81 @@ def test_a_diff_reads_an_imported_file_at_the_same_revision(project: Path, stamp
     status, out, err = stampgen("diff", "HEAD")
     assert status == 1, err
     assert "Backends.decode" in out, out
+
+
+# a file that imports another one: the stamp reads an enum of common.rules through it, and its own enum
+MORE = """\
+import "common.rules"
+enum Pool { fp32 bf16 }
+config pool { dtype: Pool = fp32 }
+"""
+
+GDN_OF_TWO = (
+    GDN.replace('import "common.rules"', 'import "common.rules"\nimport "more.rules"')
+    + """
+stamp PoolChoice on runner.pool_choice {
+    dtype = base pool.dtype
+}
+"""
+)
+
+
+def _run(cmd: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(cwd), "PYTHONDONTWRITEBYTECODE": "1", **env}
+    return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture
+def generated(project: Path) -> Path:
+    (project / "rules" / "more.rules").write_text(MORE, encoding="utf-8")
+    (project / "rules" / "gdn.rules").write_text(GDN_OF_TWO, encoding="utf-8")
+    out, err = io.StringIO(), io.StringIO()
+    status = run_generate([f"rules/{n}.rules" for n in ("common", "more", "gdn")], "gen", out=out, err=err)
+    assert status == 0, err.getvalue()
+    (project / "gen" / "__init__.py").write_text("", encoding="utf-8")
+    return project
+
+
+def test_an_importing_module_takes_the_vocabulary_from_the_modules_that_declare_it(generated: Path) -> None:
+    gdn = (generated / "gen" / "gdn.py").read_text(encoding="utf-8")
+    # each name from the module that declares it, none declared again
+    assert "from .common import Backend, RunnerFacts, _as_backend\n" in gdn
+    assert "from .more import Pool, _as_pool\n" in gdn
+    assert "class Backend(" not in gdn and "class RunnerFacts(" not in gdn and "class Pool(" not in gdn
+    sys.path.insert(0, str(generated))
+    try:
+        common, module = importlib.import_module("gen.common"), importlib.import_module("gen.gdn")
+        assert module.Backend is common.Backend  # one enum: a member from either module is the same
+        # RULE_POSITIONS: the imported leaves at their own files' lines, this file's rules at its own
+        assert module.RULE_POSITIONS["mamba.backend"] == "rules/common.rules:4:5"
+        assert module.RULE_POSITIONS["pool.dtype"] == "rules/more.rules:3:15"
+        assert module.RULE_POSITIONS["stamp Backends"].startswith("rules/gdn.rules:")
+        # the importing module's resolver coerces names through the imported enum's coercer
+        stamp = module.resolve_backends(SimpleNamespace(backend="flashinfer", decode_backend=None))
+        assert stamp.decode is common.Backend.FLASHINFER
+        gate = module.hopper(module.RunnerFacts(sm=9))
+        assert gate is common.Backend.FLASHINFER
+    finally:
+        sys.path.remove(str(generated))
+        for name in [m for m in sys.modules if m == "gen" or m.startswith("gen.")]:
+            del sys.modules[name]
+
+
+def test_the_generated_tests_of_importing_modules_pass(generated: Path) -> None:
+    proc = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "gen"], generated)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout
+
+
+def test_importing_modules_pass_ruff_and_mypy_strict(generated: Path, tmp_path_factory) -> None:
+    bin_dir = Path(sys.executable).parent
+    for config in (["--config", str(REPO / "pyproject.toml")], ["--isolated", "--select", "E4,E7,E9,F,I"]):
+        proc = _run([str(bin_dir / "ruff"), "check", "--no-cache", *config, "gen"], generated)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    link = tmp_path_factory.mktemp("mypypath")
+    (link / "stampgen").symlink_to(REPO, target_is_directory=True)
+    mypy = [str(bin_dir / "mypy"), "--strict", "--no-incremental", "--cache-dir", os.devnull]
+    proc = _run(
+        [*mypy, "--config-file", str(REPO / "pyproject.toml"), "-p", "gen"], generated, MYPYPATH=str(link)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr

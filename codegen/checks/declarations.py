@@ -53,7 +53,8 @@ class _Declarations:
 
     def run(self, rules: ir.RulesFile) -> None:
         # an imported file's vocabulary comes first, as if declared here (it was checked in its own file)
-        imported = tuple(d for f in rules.imported for d in f.decls)
+        # (once each: a file imported both directly and through another import is one vocabulary)
+        imported = tuple(dict.fromkeys(d for f in rules.imported for d in f.decls))
         own = tuple(d for d in rules.decls if not isinstance(d, ir.ImportDecl))
         decls = imported + own
         if not own:

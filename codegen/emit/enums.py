@@ -8,9 +8,8 @@ import msgspec
 
 from stampgen.codegen import ir
 from stampgen.codegen.diagnostics import error
-from stampgen.codegen.emit.names import TopLevel, coercer_name, member_const, py_str
+from stampgen.codegen.emit.names import TopLevel, by_value_name, coercer_name, member_const, py_str
 from stampgen.codegen.model import Model
-from stampgen.codegen.naming import snake_case
 
 
 class EnumMember(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,7 +50,7 @@ def emit_enum(model: Model, decl: ir.EnumDecl, top: TopLevel) -> EnumView:
         name=enum.name,
         members=members,
         open_const=member_const(enum.open_member) if enum.open_member else None,
-        by_value=top.claim(f"_{snake_case(enum.name).upper()}_BY_VALUE", f"enum `{enum.name}`", None),
+        by_value=top.claim(by_value_name(enum.name), f"enum `{enum.name}`", None),
         coercer=top.claim(coercer_name(enum), f"enum `{enum.name}`", None),
         listing=py_str(", ".join(enum.members)),
     )

@@ -166,6 +166,11 @@ def coercer_name(enum: EnumT) -> str:
     return f"_as_{snake_case(enum.name)}"
 
 
+def by_value_name(enum: str) -> str:
+    """The enum's lookup table from member names to members."""
+    return f"_{snake_case(enum).upper()}_BY_VALUE"
+
+
 def facts_class(namespace: str) -> str:
     return f"{camel_case(namespace)}Facts"
 

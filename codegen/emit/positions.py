@@ -111,9 +111,23 @@ def statement_ids(block: str, stmts: tuple[ir.SetStmt | ir.Check | ir.Fallback, 
     return ids
 
 
-def rule_locations(model: Model) -> dict[str, ir.Loc]:
-    """Every rule of the model by identity, in source order: what RULE_POSITIONS holds."""
+def rule_locations(model: Model, *, imported: bool = False) -> dict[str, ir.Loc]:
+    """Every rule of the model's own file by identity, in source order: what its RULE_POSITIONS table
+    lists. With `imported`, first the vocabulary of the files it imports (which the generated module merges
+    into RULE_POSITIONS from their modules), each at its own position."""
     found: dict[str, ir.Loc] = {}
+
+    def vocabulary(decl: ir.Vocabulary) -> None:
+        if isinstance(decl, ir.EnumDecl):
+            found[enum_id(decl.name.value)] = decl.loc
+            return
+        found[namespace_id(decl)] = decl.loc
+        for leaf in decl.leaves:
+            found[leaf_id(f"{decl.name.value}.{leaf.name.value}")] = leaf.loc
+
+    if imported:
+        for shared in (d for f in model.file.imported for d in f.decls):
+            vocabulary(shared)
 
     def chain(owner: str, decl: ir.FieldDecl) -> None:
         found[field_id(owner, decl.name.value)] = decl.loc
@@ -121,12 +135,8 @@ def rule_locations(model: Model) -> dict[str, ir.Loc]:
             found.setdefault(tier_id(owner, decl.name.value, tier), tier.loc)
 
     for decl in model.file.decls:
-        if isinstance(decl, ir.EnumDecl):
-            found[enum_id(decl.name.value)] = decl.loc
-        elif isinstance(decl, (ir.ConfigDecl, ir.FactsDecl)):
-            found[namespace_id(decl)] = decl.loc
-            for leaf in decl.leaves:
-                found[leaf_id(f"{decl.name.value}.{leaf.name.value}")] = leaf.loc
+        if isinstance(decl, (ir.EnumDecl, ir.ConfigDecl, ir.FactsDecl)):
+            vocabulary(decl)
         elif isinstance(decl, ir.AutoDecl):
             found[auto_id(decl.name.value)] = decl.loc
         elif isinstance(decl, ir.StampDecl):
