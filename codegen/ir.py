@@ -230,6 +230,9 @@ class Leaf(msgspec.Struct, frozen=True):
     optional: bool
     default: Literal | None
     loc: Loc
+    # its comment: the comment lines right above it and the one at the end of its line, `#` and spacing
+    # dropped (an engine's flag help)
+    doc: str = ""
 
 
 class ConfigDecl(_Tagged, frozen=True, tag="config"):
@@ -487,11 +490,16 @@ class RulesFile(msgspec.Struct, frozen=True):
 
 
 def without_positions(node: Any) -> Any:
-    """A node as plain data with every position left out: what two texts say, not where they say it."""
+    """A node as plain data with every position (and every leaf's doc comment) left out: what two texts
+    say, not where they say it."""
 
     def strip(value: Any) -> Any:
         if isinstance(value, dict):
-            kept = {k: strip(v) for k, v in value.items() if not k.endswith(("loc", "locs")) and k != "path"}
+            kept = {
+                k: strip(v)
+                for k, v in value.items()
+                if not k.endswith(("loc", "locs")) and k not in ("path", "doc")
+            }
             if "clause_locs" in value:  # the clauses in order, without where they are
                 kept["clauses"] = [keyword for keyword, _ in value["clause_locs"]]
             return kept

@@ -66,6 +66,7 @@ class LeafInfo(msgspec.Struct, frozen=True):
     optional: bool
     default: Any  # None when the leaf has no default
     loc: ir.Loc
+    doc: str = ""  # its comment in the rules
 
     @property
     def full_name(self) -> str:

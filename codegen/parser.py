@@ -615,7 +615,39 @@ def parse(text: str, path: str) -> tuple[ir.RulesFile | None, list[Diagnostic]]:
             decls = _ToIR(path).transform(tree)
     except VisitError as exc:  # pragma: no cover - a transformer bug, not bad input
         raise exc.orig_exc from exc
-    return ir.RulesFile(path, decls), []
+    return ir.RulesFile(path, _with_leaf_docs(decls, text)), []
+
+
+def _with_leaf_docs(decls: list[ir.Decl], text: str) -> tuple[ir.Decl, ...]:
+    """`decls` with each config leaf's and fact's comment (what an engine shows as its flag's help): the
+    comment lines right above it, then the comment at the end of its line."""
+    if not any(isinstance(d, (ir.ConfigDecl, ir.FactsDecl)) for d in decls):
+        return tuple(decls)
+    comments: dict[int, str] = {}
+    code: set[int] = set()
+    for tok in lex_with_comments(text):
+        line = tok.line or 0  # the lexer gives every token its line
+        if tok.type == "COMMENT":
+            comments[line] = str(tok)[1:].strip()
+        elif str(tok).strip():  # not the whitespace and newlines fmt keeps
+            code.update(range(line, (tok.end_line or line) + 1))
+
+    def doc(line: int) -> str:
+        above = []
+        row = line - 1
+        while row in comments and row not in code:
+            above.append(comments[row])
+            row -= 1
+        parts = [*reversed(above), comments.get(line, "") if line in code else ""]
+        return " ".join(p for p in parts if p)
+
+    def documented(decl: ir.Decl) -> ir.Decl:
+        if not isinstance(decl, (ir.ConfigDecl, ir.FactsDecl)):
+            return decl
+        leaves = tuple(msgspec.structs.replace(leaf, doc=doc(leaf.loc.line)) for leaf in decl.leaves)
+        return msgspec.structs.replace(decl, leaves=leaves)
+
+    return tuple(documented(d) for d in decls)
 
 
 # Every later stage walks expressions recursively; real conditions nest a dozen levels, so refuse the

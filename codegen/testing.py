@@ -673,6 +673,29 @@ def _refuses(call: Callable[[Any], Any], argument: Any, leaf: str, source: str) 
     return f"accepted it, giving {result!r}"
 
 
+def check_config_leaves(rules: Rules) -> None:
+    """CONFIG_LEAVES, what an engine builds its flags from, is every config leaf the checker read, with its
+    type, allowed values, optionality, default, openness and comment."""
+    model, module = rules.model, rules.module
+    want = [leaf for leaf in model.leaves.values() if leaf.scope == Scope.PROCESS]
+    assert want, "the rules declare no config leaf: CONFIG_LEAVES would describe nothing"
+    got = dict(module.CONFIG_LEAVES)
+    assert list(got) == [leaf.full_name for leaf in want], f"CONFIG_LEAVES is stale: {list(got)}"
+    for leaf in want:
+        entry, t = got[leaf.full_name], leaf.type
+        expected = tuple(domain(t)) if not isinstance(t, EnumT) else tuple(t.members)
+        assert tuple(_plain(v) for v in entry.values) == expected, (leaf.full_name, entry.values)
+        assert (entry.optional, _plain(entry.default), entry.doc) == (
+            leaf.optional,
+            leaf.default,
+            leaf.doc,
+        ), (
+            leaf.full_name,
+            entry,
+        )
+        assert entry.open == (isinstance(t, EnumT) and t.open_member is not None), (leaf.full_name, entry)
+
+
 def check_refusals(rules: Rules) -> None:
     """An int input outside its declared domain is refused by both sides, so that they never disagree
     (and `stampgen explain` refuses it as bad input): for each int config leaf a generated function

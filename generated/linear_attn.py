@@ -994,7 +994,8 @@ class ConfigLeaf(msgspec.Struct, frozen=True):
     `name` is the dotted name (`namespace.leaf`); `values` every value the rules allow
     (the enum's members, the declared ints, or False and True); `open` is True for an open
     enum, which takes a name outside them as its open member; `optional` whether it may be
-    unset; `default` its default (None: none).
+    unset; `default` its default (None: none); `doc` its comment in the rules (the comment
+    lines right above it, then the one at the end of its line; "": none), for a flag's help.
     """
 
     name: str
@@ -1003,6 +1004,7 @@ class ConfigLeaf(msgspec.Struct, frozen=True):
     optional: bool
     default: Any
     open: bool
+    doc: str
 
 
 # Every config leaf of RULES_SOURCE, by name, in declaration order.
@@ -1015,6 +1017,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=LinearAttnKernelBackend.TRITON,
             open=True,
+            doc="--linear-attn-backend: the base for every phase",
         ),
         "mamba.linear_attn_decode_backend": ConfigLeaf(
             "mamba.linear_attn_decode_backend",
@@ -1023,6 +1026,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=True,
             default=None,
             open=True,
+            doc="per-phase overrides; unset: use the base",
         ),
         "mamba.linear_attn_prefill_backend": ConfigLeaf(
             "mamba.linear_attn_prefill_backend",
@@ -1031,6 +1035,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=True,
             default=None,
             open=True,
+            doc="",
         ),
         "mamba.linear_attn_verify_backend": ConfigLeaf(
             "mamba.linear_attn_verify_backend",
@@ -1039,6 +1044,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=True,
             default=None,
             open=True,
+            doc="unset: flashinfer if decode is, else triton",
         ),
         "mamba.ssm_dtype": ConfigLeaf(
             "mamba.ssm_dtype",
@@ -1047,6 +1053,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=True,
             default=None,
             open=False,
+            doc="--mamba-ssm-dtype, as the operator gave it",
         ),
         "mamba.enable_linear_replayssm": ConfigLeaf(
             "mamba.enable_linear_replayssm",
@@ -1055,6 +1062,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=False,
             open=False,
+            doc="",
         ),
         "mamba.linear_replayssm_cache_len": ConfigLeaf(
             "mamba.linear_replayssm_cache_len",
@@ -1063,6 +1071,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=16,
             open=False,
+            doc="",
         ),
         "mamba.enable_linear_replayssm_spec": ConfigLeaf(
             "mamba.enable_linear_replayssm_spec",
@@ -1071,6 +1080,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=False,
             open=False,
+            doc="",
         ),
         "server.deterministic": ConfigLeaf(
             "server.deterministic",
@@ -1079,6 +1089,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=False,
             open=False,
+            doc="--enable-deterministic-inference",
         ),
         "server.page_major_kv_layout": ConfigLeaf(
             "server.page_major_kv_layout",
@@ -1087,6 +1098,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=False,
             open=False,
+            doc="",
         ),
         "server.dynamic_chunking": ConfigLeaf(
             "server.dynamic_chunking",
@@ -1095,6 +1107,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=False,
             open=False,
+            doc="",
         ),
         "server.chunked_prefill_size": ConfigLeaf(
             "server.chunked_prefill_size",
@@ -1103,6 +1116,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=True,
             default=None,
             open=False,
+            doc="",
         ),
         "server.multi_item_scoring": ConfigLeaf(
             "server.multi_item_scoring",
@@ -1111,6 +1125,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=False,
             open=False,
+            doc="",
         ),
         "server.two_batch_overlap": ConfigLeaf(
             "server.two_batch_overlap",
@@ -1119,6 +1134,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=False,
             open=False,
+            doc="",
         ),
         "server.prefill_cuda_graph": ConfigLeaf(
             "server.prefill_cuda_graph",
@@ -1127,6 +1143,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=CudaGraphMode.OFF,
             open=False,
+            doc="",
         ),
         "server.speculative_algorithm": ConfigLeaf(
             "server.speculative_algorithm",
@@ -1135,6 +1152,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=True,
             default=None,
             open=False,
+            doc="",
         ),
         "server.speculative_topk": ConfigLeaf(
             "server.speculative_topk",
@@ -1143,6 +1161,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=True,
             default=None,
             open=False,
+            doc="",
         ),
         "server.radix_strategy": ConfigLeaf(
             "server.radix_strategy",
@@ -1151,6 +1170,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=RadixStrategy.NO_BUFFER,
             open=False,
+            doc="",
         ),
         "server.disaggregation": ConfigLeaf(
             "server.disaggregation",
@@ -1159,6 +1179,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=DisaggregationMode.NONE,
             open=False,
+            doc="",
         ),
         "server.attention_backend": ConfigLeaf(
             "server.attention_backend",
@@ -1167,6 +1188,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=True,
             default=None,
             open=True,
+            doc="",
         ),
     }
 )

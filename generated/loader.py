@@ -316,7 +316,8 @@ class ConfigLeaf(msgspec.Struct, frozen=True):
     `name` is the dotted name (`namespace.leaf`); `values` every value the rules allow
     (the enum's members, the declared ints, or False and True); `open` is True for an open
     enum, which takes a name outside them as its open member; `optional` whether it may be
-    unset; `default` its default (None: none).
+    unset; `default` its default (None: none); `doc` its comment in the rules (the comment
+    lines right above it, then the one at the end of its line; "": none), for a flag's help.
     """
 
     name: str
@@ -325,6 +326,7 @@ class ConfigLeaf(msgspec.Struct, frozen=True):
     optional: bool
     default: Any
     open: bool
+    doc: str
 
 
 # Every config leaf of RULES_SOURCE, by name, in declaration order.
@@ -337,6 +339,7 @@ CONFIG_LEAVES: Mapping[str, ConfigLeaf] = types.MappingProxyType(
             optional=False,
             default=False,
             open=False,
+            doc="--disable-shared-experts-fusion",
         ),
     }
 )

@@ -40,6 +40,10 @@ def test_ints_outside_their_declared_domain_are_refused(rules: testing.Rules) ->
     testing.check_refusals(rules)
 
 
+def test_config_leaves_describe_every_config_leaf(rules: testing.Rules) -> None:
+    testing.check_config_leaves(rules)
+
+
 def test_draft_hooks_parity_holds_over_the_registry(rules: testing.Rules) -> None:
     """parity draft_hooks: every draft answers exactly the hooks its target answers."""
     testing.check_parity(rules, "draft_hooks")

@@ -40,6 +40,10 @@ def test_ints_outside_their_declared_domain_are_refused(rules: testing.Rules) ->
     testing.check_refusals(rules)
 
 
+def test_config_leaves_describe_every_config_leaf(rules: testing.Rules) -> None:
+    testing.check_config_leaves(rules)
+
+
 @pytest.mark.parametrize("consumer", ["ExpertsLayout"])
 def test_a_guarded_consumer_on_an_unstamped_runner_fails_closed(
     rules: testing.Rules, consumer: str

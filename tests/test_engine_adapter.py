@@ -95,6 +95,16 @@ def test_the_server_arguments_name_no_leaf_the_rules_lack() -> None:
     assert list(la.CONFIG_LEAVES) == [leaf.full_name for leaf in rules_config_leaves()]
 
 
+def test_a_flags_help_is_its_leafs_comment_in_the_rules() -> None:
+    parser = argparse.ArgumentParser()
+    add_linear_attn_arguments(parser)
+    helps = {action.dest: action.help for action in parser._actions}
+    # the comments at the end of these leaves' lines in rules/linear_attn.rules
+    assert helps["mamba_ssm_dtype"].startswith("--mamba-ssm-dtype, as the operator gave it (")
+    assert helps["linear_attn_verify_backend"].startswith("unset: flashinfer if decode is, else triton (")
+    assert helps["enable_linear_replayssm"].startswith("(")  # no comment: the position alone
+
+
 def test_the_parsed_defaults_are_the_rules_defaults() -> None:
     parser = argparse.ArgumentParser()
     add_linear_attn_arguments(parser)
@@ -110,7 +120,9 @@ def test_each_flag_is_typed_from_the_rules_and_helps_with_its_leaf() -> None:
     for leaf in rules_config_leaves():
         spec = SERVER_ARGS[leaf.full_name]
         action = actions[spec.arg]
-        assert action.help is not None and action.help.startswith(f"({RULES}: {leaf.full_name})")
+        where = f"({RULES}: {leaf.full_name})"
+        assert action.help is not None
+        assert action.help.startswith(f"{leaf.doc} {where}" if leaf.doc else where), action.help
         if isinstance(leaf.type, IntT) and not spec.set_means_true:
             assert tuple(action.choices) == leaf.type.values
         elif isinstance(leaf.type, EnumT) and leaf.type.open_member is None:

@@ -252,3 +252,32 @@ def test_an_empty_file_is_valid_and_declares_nothing(text):
 
 def test_the_same_text_always_parses_to_the_same_ir():
     assert parse_ok(SHIPPED) == parse_ok(SHIPPED)
+
+
+def test_a_leaf_carries_its_comment_as_its_doc():
+    text = """\
+# a block comment is not a leaf's
+config mamba {
+    # the base for every phase,
+    # as --linear-attn-backend gives it
+    backend: bool = false  # (a flag)
+    plain: bool = false
+    after: bool = false    # trailing only
+
+    # above a blank line: nobody's
+
+    last: bool = false
+}
+facts runner { sm: int in {0, 9} }  # the SM major
+"""
+    rules, diags = parse(text, "t.rules")
+    assert diags == [] and rules is not None
+    config, facts = rules.decls
+    docs = {leaf.name.value: leaf.doc for leaf in config.leaves}
+    assert docs == {
+        "backend": "the base for every phase, as --linear-attn-backend gives it (a flag)",
+        "plain": "",  # the comment of the line above belongs to that line's leaf
+        "after": "trailing only",
+        "last": "",
+    }
+    assert facts.leaves[0].doc == "the SM major"

@@ -194,7 +194,7 @@ class _Declarations:
                     default = leaf.default.value
             if t is not None:
                 self.symbols.leaves[f"{ns}.{leaf.name.value}"] = LeafInfo(
-                    ns, leaf.name.value, scope, t, leaf.optional, default, leaf.loc
+                    ns, leaf.name.value, scope, t, leaf.optional, default, leaf.loc, leaf.doc
                 )
             else:
                 self.symbols.untyped.add(f"{ns}.{leaf.name.value}")

@@ -39,6 +39,7 @@ class ConfigLeafView(msgspec.Struct, frozen=True, kw_only=True):
     optional: str
     default: str
     open: str
+    doc: str
 
 
 class ImportView(msgspec.Struct, frozen=True, kw_only=True):
@@ -130,6 +131,7 @@ def config_leaf_views(model: Model) -> list[ConfigLeafView]:
                 optional=repr(leaf.optional),
                 default=py_literal(leaf.default, t),
                 open=repr(isinstance(t, EnumT) and t.open_member is not None),
+                doc=py_str(leaf.doc),
             )
         )
     return views

@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from stampgen.codegen.emit.names import py_str
-from stampgen.codegen.model import Model
+from stampgen.codegen.model import Model, Scope
 from stampgen.codegen.naming import snake_case
 from stampgen.codegen.testing import table_text
 
@@ -34,6 +34,7 @@ class SuiteView(msgspec.Struct, frozen=True, kw_only=True):
     gates: list[tuple[str, str]]
     launches: bool
     validates: list[tuple[str, str]]  # (the validator's name, the block's name as a literal)
+    config_leaves: bool  # the module has CONFIG_LEAVES
     table_limit: int
 
 
@@ -62,5 +63,6 @@ def build_suite(model: Model, rules_source: str, module: str, package: str, root
         gates=[(name, py_str(name)) for name in model.autos],
         launches=bool(model.launches),
         validates=[(f"validate_{snake_case(v.name)}", py_str(v.name)) for v in model.validates],
+        config_leaves=any(leaf.scope == Scope.PROCESS for leaf in model.leaves.values()),
         table_limit=TABLE_ROWS_EMBEDDED,
     )

@@ -164,14 +164,15 @@ def add_linear_attn_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the engine's flag of every config leaf of the rules to ``parser`` (or an argument group).
 
     Each flag is its server argument (``--linear-attn-decode-backend``, ``--mamba-ssm-dtype``, ...) with
-    the leaf's type, choices and default from the rules: a bool leaf is a switch, an int leaf takes its
+    the leaf's type, choices, default and comment (its help) from the rules: a bool leaf is a switch, an int leaf takes its
     declared ints, a closed enum its members' names (and the engine's spellings of them), an open enum any
     name (a plugin's becomes ``custom``). Parsed, the namespace holds the server arguments, for
     :func:`process_config_from_server_args`.
     """
     for name, leaf in CONFIG_LEAVES.items():
         spec = _server_arg(name)
-        help_text = f"({RULES_SOURCE}: {name})"
+        where = f"({RULES_SOURCE}: {name})"
+        help_text = f"{leaf.doc} {where}" if leaf.doc else where  # the leaf's comment in the rules
         if spec.set_means_true:
             parser.add_argument(
                 spec.flag,
