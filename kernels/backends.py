@@ -213,14 +213,78 @@ class AscendGDNAttnBackend(_KernelsNotBuilt, GDNAttnBackend):
         )
 
 
-class KDAAttnBackend(_KernelsNotBuilt):
-    """Kimi Delta Attention layers (plain and safe-gate) of one runner.
+class _DispatchesToOp:
+    """The phase methods of a consumer of KDA or lightning layers: each calls the op's public function
+    (``_api``, ``kernels.kda`` or ``kernels.lightning``) with the ``backend=`` bound for that phase."""
 
-    Guard and validation apply now; its kernels land with the KDA work, so every phase refuses until then.
+    _api: Any
+    runner_name: str
+    kernel_backends: Mapping[str, str]
+
+    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
+        return self._api.prefill(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state_pool=state_pool,
+            state_indices=state_indices,
+            cu_seqlens=cu_seqlens,
+            scale=scale,
+            backend=self.kernel_backends["prefill"],
+        )
+
+    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
+        return self._api.decode(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state_pool=state_pool,
+            state_indices=state_indices,
+            scale=scale,
+            backend=self.kernel_backends["decode"],
+        )
+
+    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
+        return self._api.verify(
+            q,
+            k,
+            v,
+            g,
+            beta,
+            state_pool=state_pool,
+            state_indices=state_indices,
+            intermediate_states=intermediate_states,
+            scale=scale,
+            backend=self.kernel_backends["verify"],
+        )
+
+    def __repr__(self) -> str:
+        bound = getattr(self, "kernel_backends", {})  # absent when construction refused
+        phases = ", ".join(f"{phase}={backend}" for phase, backend in bound.items())
+        return f"{type(self).__name__}({getattr(self, 'runner_name', '?')!r}, {phases})"
+
+
+class KDAAttnBackend(_DispatchesToOp):
+    """Kimi Delta Attention layers (plain and safe-gate) of one runner: one kernel of ``kernels.kda`` per
+    phase, as the stamp says.
+
+    Same construction as ``GDNAttnBackend``: the stamp through the generated guard (fail closed), the
+    family check, the generated KDA validation (fallbacks applied and logged), then one kernel per phase;
+    a value the rules allow but ``kernels.kda`` has no kernel for (``cutedsl``, ``flashkda``, …) is refused
+    at construction with ``KernelUnavailableError``. Both gate forms run the same kernels: the gate is
+    activated (plain or bounded) before the op.
     """
 
     op = "kda"
     families: tuple[ModelFamily, ...] = (ModelFamily.KDA, ModelFamily.KDA_SAFE_GATE)
+    from stampgen.kernels import kda as _api
+
+    # kernels.kda's table when this class was defined, read-only (as _GDN_KERNELS for GDN).
+    KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(dict(_api.KERNELS))
 
     def __init__(self, runner: Any) -> None:
         stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
@@ -229,32 +293,49 @@ class KDAAttnBackend(_KernelsNotBuilt):
         self.linear_attn_backends: LinearAttnBackends = validate_kda_attn_backend(
             stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
         )
-        self.kernel_backends: Mapping[str, str] = _stamp_names(self.linear_attn_backends)
+        chosen = _stamp_names(self.linear_attn_backends)
+        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in self.KERNELS]
+        if missing:
+            lines = []
+            for phase in missing:
+                have = sorted(backend for (p, backend) in self.KERNELS if p == phase)
+                lines.append(
+                    f"{phase}={chosen[phase]} has no KDA {phase} kernel in kernels.kda (it has: "
+                    f"{', '.join(have)}); pick one with --linear-attn-{phase}-backend or --linear-attn-backend"
+                )
+            raise KernelUnavailableError(
+                f"KDAAttnBackend for runner {self.runner_name!r}: {RULES_SOURCE} allows the stamp "
+                f"LinearAttnBackends(decode={chosen['decode']}, prefill={chosen['prefill']}, "
+                f"verify={chosen['verify']}), but " + "; ".join(lines)
+            )
+        self.kernel_backends: Mapping[str, str] = chosen
 
-    def _unavailable(self, phase: str):
-        raise KernelUnavailableError(
-            f"KDA kernels are not built yet (KDAAttnBackend {phase}={self.kernel_backends[phase]} "
-            f"for runner {self.runner_name!r})"
-        )
 
+class LightningAttentionBackend(_DispatchesToOp):
+    """Lightning (MiniMax / Bailing linear) attention of one runner: ``kernels.lightning`` in every phase.
 
-class LightningAttentionBackend(_KernelsNotBuilt):
-    """Lightning (MiniMax / Bailing linear) attention of one runner.
-
-    Its kernel comes from the model config (``seg_la`` or ``minimax``), not from the linear-attention flags,
-    so it never reads the stamp; the rules only refuse draft trees. Its kernels are not built yet.
+    Its kernel comes from the model config, not from the linear-attention flags, so it never reads the
+    stamp; the rules only refuse draft trees (its generated validation). ``kernel_backend`` names the
+    ``kernels.lightning`` backend of all three phases (default ``triton``, our own kernels); one it has no
+    kernel for — ``flashinfer`` among them: FlashInfer has no lightning attention — is refused at
+    construction with ``KernelUnavailableError``.
     """
 
     op = "lightning"
     families: tuple[ModelFamily, ...] = (ModelFamily.LIGHTNING,)
+    from stampgen.kernels import lightning as _api
 
-    def __init__(self, runner: Any) -> None:
+    KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(dict(_api.KERNELS))
+
+    def __init__(self, runner: Any, kernel_backend: str = "triton") -> None:
         _require_family(type(self), runner, self.families)
         self.runner_name: str = getattr(runner, "name", type(runner).__name__)
         validate_lightning_attention_backend(server=runner.process_config.server)
-
-    def _unavailable(self, phase: str):
-        raise KernelUnavailableError(
-            f"lightning attention kernels are not built yet (LightningAttentionBackend {phase} "
-            f"for runner {self.runner_name!r})"
-        )
+        missing = [phase for phase in PHASES if (phase, kernel_backend) not in self.KERNELS]
+        if missing:
+            have = sorted({backend for (_, backend) in self.KERNELS})
+            raise KernelUnavailableError(
+                f"LightningAttentionBackend for runner {self.runner_name!r}: kernels.lightning has no "
+                f"{kernel_backend!r} kernel for {', '.join(missing)} (it has: {', '.join(have)})"
+            )
+        self.kernel_backends: Mapping[str, str] = MappingProxyType(dict.fromkeys(PHASES, kernel_backend))

@@ -30,6 +30,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import torch
 
@@ -51,17 +53,20 @@ PHASES = ("prefill", "decode", "verify")
 
 # (phase, backend) -> "module:function" inside kernels.gdn. Each function takes the public
 # function's arguments minus ``backend``, with ``scale`` already a float and the inputs validated.
-KERNELS: dict[tuple[str, str], str] = {
-    ("prefill", "torch"): "naive:prefill",
-    ("decode", "torch"): "naive:decode",
-    ("verify", "torch"): "naive:verify",
-    ("prefill", "triton"): "chunk:prefill",
-    ("decode", "triton"): "fused_recurrent:decode",
-    ("verify", "triton"): "fused_recurrent:verify",
-    ("prefill", "flashinfer"): "flashinfer:prefill",
-    ("decode", "flashinfer"): "flashinfer:decode",
-    ("verify", "flashinfer"): "flashinfer:verify",
-}
+# read-only: a caller cannot re-route a phase to another kernel behind the rules' back
+KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(
+    {
+        ("prefill", "torch"): "naive:prefill",
+        ("decode", "torch"): "naive:decode",
+        ("verify", "torch"): "naive:verify",
+        ("prefill", "triton"): "chunk:prefill",
+        ("decode", "triton"): "fused_recurrent:decode",
+        ("verify", "triton"): "fused_recurrent:verify",
+        ("prefill", "flashinfer"): "flashinfer:prefill",
+        ("decode", "flashinfer"): "flashinfer:decode",
+        ("verify", "flashinfer"): "flashinfer:verify",
+    }
+)
 
 _INSTALL_HINTS = {
     "triton": "install triton (pip install 'triton>=3.3') and run on a CUDA GPU, "

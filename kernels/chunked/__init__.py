@@ -1,0 +1,23 @@
+"""Building blocks shared by the KDA and lightning kernels (GDN moves onto them later).
+
+* :mod:`.common` (host side, no Triton needed): the chunk sizes, the backend loader behind every op's
+  ``backend=`` dispatch, the default scale, the launch configuration of the recurrent kernels;
+* :mod:`.blocks` (Triton ``@jit`` helpers): where a program's sequence and pool tile are, log-space decay
+  factors that are only ever formed from non-positive exponents;
+* :mod:`.recurrent`: one token-serial Triton kernel for decode and verify, specialised at compile time by
+  the shape of the gate (per value head, per key channel) and by whether the delta rule applies;
+* :mod:`.reference`: the token-by-token torch driver behind every op's ``naive`` backend, given the op's
+  one-token step.
+
+Importing this package imports no Triton; :mod:`.blocks` and :mod:`.recurrent` do.
+"""
+
+from stampgen.kernels.chunked.common import (
+    CHUNK_SIZE,
+    SUBCHUNK_SIZE,
+    KernelLoader,
+    resolve_scale,
+    triton_interpreted,
+)
+
+__all__ = ["CHUNK_SIZE", "SUBCHUNK_SIZE", "KernelLoader", "resolve_scale", "triton_interpreted"]

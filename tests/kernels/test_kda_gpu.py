@@ -1,0 +1,140 @@
+"""KDA on a CUDA GPU: our Triton kernels with bf16 inputs at Kimi-Linear shapes, CUDA-graph capture of the
+custom ops, 64-bit pool addressing, and the FlashInfer adapter where FlashInfer is installed.
+
+Bounds: relative RMSE ≤ 5e-3 against the fp32 torch reference — on the bf16 values upcast (the kernel's
+own error) and, for decode and verify, on the fp32 values the bf16 inputs were rounded from; prefill
+against those fp32 values gets 1e-2 (bf16 input rounding accumulates over a long sequence).
+"""
+
+import pytest
+import torch
+from gdn_inputs import capture_cuda_graph, clone_inputs, rel_rmse
+from test_kda_kernels import kda_inputs
+
+import stampgen.kernels.kda.library  # noqa: F401  (registers torch.ops.stampgen.kda_*)
+from stampgen.kernels import kda
+from stampgen.kernels.kda import flashinfer as kda_flashinfer
+
+pytestmark = pytest.mark.gpu
+
+KIMI_LINEAR = dict(H=32, HV=32, K=128, V=128)
+BF16_BOUND = 5e-3
+BF16_INPUT_ROUNDING_BOUND = 1e-2
+EXTRA = {"prefill": ("cu_seqlens",), "decode": (), "verify": ("intermediate_states",)}
+
+
+def bf16_inputs(phase, gate="normal", **shape):
+    """(bf16 inputs, the same values upcast to fp32, the fp32 values they were rounded from)."""
+    fp32 = kda_inputs(phase, gate=gate, device="cuda", **shape)
+    bf16, upcast = clone_inputs(fp32), clone_inputs(fp32)
+    for name in ("q", "k", "v"):
+        bf16[name] = fp32[name].to(torch.bfloat16)
+        upcast[name] = bf16[name].float()
+    return bf16, upcast, fp32
+
+
+@pytest.mark.parametrize("gate", ["normal", "mixed"])
+@pytest.mark.parametrize("seqlens", [[100, 156, 64, 1], [1024]], ids=["varlen", "T1024"])
+def test_bf16_prefill_matches_the_fp32_reference(seqlens, gate):
+    bf16, upcast, fp32 = bf16_inputs(
+        "prefill", N=len(seqlens), seqlens=seqlens, gate=gate, **KIMI_LINEAR, seed=1
+    )
+    o = kda.prefill(**bf16, backend="triton")
+    o_ref = kda.prefill(**upcast, backend="torch")
+    o_fp32 = kda.prefill(**fp32, backend="torch")
+    used = bf16["state_indices"].long()
+    assert o.dtype == torch.bfloat16 and torch.isfinite(o).all()
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
+    assert rel_rmse(o, o_fp32) <= BF16_INPUT_ROUNDING_BOUND
+
+
+@pytest.mark.parametrize("N", [1, 64, 256])
+def test_bf16_decode_matches_the_fp32_reference(N):
+    bf16, _, fp32 = bf16_inputs("decode", N=N, pad=N // 8, gate="mixed", **KIMI_LINEAR, seed=N)
+    o = kda.decode(**bf16, backend="triton")
+    o_ref = kda.decode(**fp32, backend="torch")
+    assert o.dtype == torch.bfloat16
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["state_pool"], fp32["state_pool"]) <= BF16_BOUND
+
+
+@pytest.mark.parametrize("N", [1, 64])
+def test_bf16_verify_matches_the_fp32_reference_and_keeps_the_pool(N):
+    bf16, _, fp32 = bf16_inputs("verify", N=N, D=4, pad=N // 8, **KIMI_LINEAR, seed=N + 1)
+    pool_before = bf16["state_pool"].clone()
+    o = kda.verify(**bf16, backend="triton")
+    o_ref = kda.verify(**fp32, backend="torch")
+    real = fp32["state_indices"] >= 0
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["intermediate_states"][real], fp32["intermediate_states"][real]) <= BF16_BOUND
+    assert torch.equal(bf16["state_pool"], pool_before)
+
+
+def _op_args(phase, inputs):
+    names = ("q", "k", "v", "g", "beta", "state_pool", "state_indices", *EXTRA[phase])
+    return tuple(inputs[name] for name in names)
+
+
+@pytest.mark.parametrize("phase", ["decode", "verify", "prefill"])
+def test_the_op_captured_in_a_cuda_graph_replays_like_eager_calls(phase):
+    shape = dict(N=8, H=4, HV=8, K=128, V=128, pad=2)
+    shape.update(D=3) if phase == "verify" else None
+    shape.update(seqlens=[40, 1, 100, 17, 0, 64, 65, 3]) if phase == "prefill" else None
+    op = getattr(torch.ops.stampgen, f"kda_{phase}")
+    static = bf16_inputs(phase, **shape, seed=10)[0]
+    graph, o_static = capture_cuda_graph(lambda: op(*_op_args(phase, static), backend="triton"))
+    for seed in (11, 12):  # each replay on new inputs, slots and pool contents
+        fresh = bf16_inputs(phase, **shape, seed=seed)[0]
+        for name, t in fresh.items():
+            static[name].copy_(t)
+        expected = clone_inputs(fresh)
+        o_eager = op(*_op_args(phase, expected), backend="triton")
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(o_static, o_eager)
+        assert torch.equal(static["state_pool"], expected["state_pool"])
+        if phase == "verify":
+            real = expected["state_indices"] >= 0
+            assert torch.equal(static["intermediate_states"][real], expected["intermediate_states"][real])
+
+
+def test_decode_and_prefill_address_pool_slots_past_2_to_the_31_elements():
+    for phase in ("decode", "prefill"):
+        extra = dict(seqlens=[5, 70, 1]) if phase == "prefill" else {}
+        small = kda_inputs(phase, N=3, **KIMI_LINEAR, slots=3, device="cuda", seed=5, **extra)
+        small["state_indices"] = torch.tensor([0, 1, 2], dtype=torch.int32, device="cuda")
+        big_slots = (4200, 0, 4150)  # 4201 slots of 32·128·128 fp32 = 2.2e9 elements > 2^31
+        big = clone_inputs(small)
+        big["state_pool"] = torch.zeros(4201, *small["state_pool"].shape[1:], device="cuda")
+        for row, slot in enumerate(big_slots):
+            big["state_pool"][slot] = small["state_pool"][row]
+        big["state_indices"] = torch.tensor(big_slots, dtype=torch.int32, device="cuda")
+        o = getattr(kda, phase)(**big, backend="triton")
+        o_ref = getattr(kda, phase)(**small, backend="torch")
+        assert rel_rmse(o, o_ref) <= 1e-4, phase
+        assert rel_rmse(big["state_pool"][list(big_slots)], small["state_pool"]) <= 1e-4, phase
+        del big
+
+
+# -- FlashInfer (recurrent_kda; token-serial on SM90) -------------------------------------------------
+
+needs_flashinfer = pytest.mark.skipif(
+    not kda_flashinfer.is_available(), reason="FlashInfer recurrent_kda not installed"
+)
+
+
+@needs_flashinfer
+@pytest.mark.parametrize("phase", ["prefill", "decode", "verify"])
+def test_flashinfer_matches_the_fp32_reference(phase):
+    shape = dict(N=4, pad=1, **KIMI_LINEAR)
+    shape.update(D=3) if phase == "verify" else None
+    shape.update(seqlens=[33, 1, 70, 5]) if phase == "prefill" else None
+    bf16, _, fp32 = bf16_inputs(phase, **shape, seed=20)
+    o = getattr(kda, phase)(**bf16, backend="flashinfer")
+    o_ref = getattr(kda, phase)(**fp32, backend="torch")
+    assert rel_rmse(o, o_ref) <= BF16_INPUT_ROUNDING_BOUND
+    state = "intermediate_states" if phase == "verify" else "state_pool"
+    real = fp32["state_indices"] >= 0
+    got, want = (bf16[state][real], fp32[state][real]) if phase == "verify" else (bf16[state], fp32[state])
+    assert rel_rmse(got, want) <= BF16_INPUT_ROUNDING_BOUND
