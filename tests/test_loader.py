@@ -172,8 +172,18 @@ def test_a_checkpoint_holds_the_targets_mtp_layer_which_the_target_does_not_read
 
 
 def test_an_mtp_draft_needs_its_target():
-    with pytest.raises(ValueError, match="borrows its target's embedding"):
+    with pytest.raises(LoaderError, match="borrows its target's embedding"):
         load(ARCHS["DeepseekV4ForCausalLMNextN"])
+
+
+def test_a_gated_draft_without_the_hook_is_refused_by_the_loader_naming_class_and_layout():
+    qwen3_next = tiny_qwen3_next_config()
+    target = load(ARCHS["Qwen3NextForCausalLM"], qwen3_next)
+    with pytest.raises(LoaderError) as raised:
+        load(without_hook(ARCHS["Qwen3NextForCausalLMMTP"]), qwen3_next, target=target)
+    message = str(raised.value)
+    assert "Qwen3NextForCausalLMMTP cannot be built in the fused layout" in message
+    assert "rules/loader.rules:" in message and "gated shared expert cannot be fused" in message
 
 
 def test_a_checkpoint_is_a_function_of_its_seed():

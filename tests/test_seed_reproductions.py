@@ -14,6 +14,10 @@ runner's own choice in either build order, and leaves the process configuration 
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -21,6 +25,7 @@ import pytest
 import torch
 
 from stampgen.generated.linear_attn import (
+    RULE_POSITIONS,
     LaunchFacts,
     check_draft_hooks,
     gdn_flashinfer_prefill,
@@ -110,6 +115,41 @@ def test_33312_without_the_hook_the_parity_check_names_the_dspark_draft(monkeypa
     report = check_draft_hooks(ARCHS)
     assert len(report.offenders) == 1, report.offenders
     assert DSPARK in str(report.offenders[0]) and FUSION_HOOK in str(report.offenders[0])
+
+
+REPO = Path(__file__).resolve().parents[1]
+GENERATED_PARITY_TEST = "generated/test_linear_attn.py::test_draft_hooks_parity_holds_over_the_registry"
+# A pytest plugin that takes the hook off the DSpark draft class for every test of the session.
+WITHOUT_DSPARK_HOOK = f"""
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def without_dspark_hook(monkeypatch):
+    from stampgen.kernels.runtime.models import ARCHS
+
+    monkeypatch.delattr(ARCHS["{DSPARK}"], "{FUSION_HOOK}")
+"""
+
+
+def run_generated_parity_test(tmp_path: Path, *plugin: str) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "without_dspark_hook.py").write_text(WITHOUT_DSPARK_HOOK, encoding="utf-8")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])),
+    }
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *plugin, GENERATED_PARITY_TEST]
+    return subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_33312_without_the_hook_the_generated_parity_test_fails_naming_the_class_and_the_rule(tmp_path):
+    failed = run_generated_parity_test(tmp_path, "-p", "without_dspark_hook")
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    rule = f"parity draft_hooks ({RULE_POSITIONS['parity draft_hooks']}) fails for 1 of"
+    assert rule in failed.stdout, failed.stdout
+    assert f"draft {DSPARK} lacks {FUSION_HOOK}, which its target DeepseekV4ForCausalLM has" in failed.stdout
+    restored = run_generated_parity_test(tmp_path)  # the same test, the class as shipped
+    assert restored.returncode == 0 and "1 passed" in restored.stdout, restored.stdout + restored.stderr
 
 
 def test_33312_without_the_hook_the_draft_loads_the_wrong_layout_and_its_accept_length_collapses(monkeypatch):

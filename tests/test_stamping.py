@@ -9,11 +9,14 @@ other threads' in nearly every trial instead of about one in 2,000.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import pickle
+import re
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -21,6 +24,7 @@ import msgspec
 import pytest
 
 from stampgen.generated import linear_attn as la
+from stampgen.generated import loader as loader_rules
 from stampgen.kernels.runtime import (
     ARCHS,
     MambaConfig,
@@ -45,6 +49,7 @@ SM90 = dict(
     flashinfer_gdn_prefill=True,
 )
 GDN_TARGET, NON_GDN_DRAFT = "Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP"
+REPO = Path(__file__).resolve().parents[1]
 STAMP_LINE = la.RULE_POSITIONS["stamp LinearAttnBackends"]
 # Stamps that differ in their prefill (one per racing thread).
 CONTENDERS = tuple(
@@ -158,6 +163,26 @@ def test_the_generated_stamp_function_refuses_a_runner_holding_something_else() 
     with pytest.raises(StampConflictError, match="it holds a dict, not a LinearAttnBackends"):
         la.stamp_linear_attn_backends(runner, **config_namespaces())
     assert runner.linear_attn_backends == {"decode": "triton"}
+
+
+def unlocked_check_then_set(runner: Any, stamp: la.LinearAttnBackends) -> la.LinearAttnBackends:
+    """Stamping as it was before the lock: read, compare, set, as three steps another thread can split."""
+    current = getattr(runner, "linear_attn_backends", None)
+    if current is None:
+        runner.linear_attn_backends = stamp
+        return stamp
+    if current != stamp:
+        raise StampConflictError("linear_attn_backends", current, stamp, STAMP_LINE)
+    return current
+
+
+def test_the_unlocked_check_then_set_loses_stamps_under_the_race_harness() -> None:
+    """The harness below sees the race the lock removes: without it, two threads both find the runner
+    unstamped and both "win", the later silently replacing the earlier."""
+    attempts = [lambda runner, s=s: unlocked_check_then_set(runner, s) for s in CONTENDERS]
+    outcomes = race(150, attempts, SimpleNamespace)
+    raced = [trial for trial, count in enumerate(winners(outcomes)) if count > 1]
+    assert raced, "the harness never interleaved the unlocked check-then-set: it could not see the race"
 
 
 def test_threads_racing_the_generated_stamp_function_on_one_runner_leave_one_winner() -> None:
@@ -279,3 +304,64 @@ def test_a_model_runner_refuses_a_stamp_with_an_unset_phase() -> None:
     with pytest.raises(ValueError, match="verify is unset"):
         runner.linear_attn_backends = la.LinearAttnBackends("triton", "triton", None)  # type: ignore[arg-type]
     assert not hasattr(runner, "linear_attn_backends")
+
+
+# --------------------------------------------------------------------------------------------- every guard fails closed
+
+
+def guards_of_the_rules() -> list[tuple[str, str, str]]:
+    """(consumer, its module, the stamp it reads) for every `guard` line of rules/*.rules."""
+    found = []
+    for path in sorted((REPO / "rules").glob("*.rules")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            match = re.match(r'guard (.+?) from "([\w.]+)" reads (\w+)', line)
+            if match:
+                found += [(name.strip(), match[2], match[3]) for name in match[1].split(",")]
+    return found
+
+
+# The runner each consumer serves (its model family and platform), built unstamped.
+SERVED_BY = {
+    "GDNAttnBackend": (GDN_TARGET, SM90),
+    "KDAAttnBackend": ("KimiLinearForCausalLM", SM90),
+    "AscendGDNAttnBackend": (GDN_TARGET, dict(SM90, platform="npu", sm=0, cuda=0)),
+}
+
+
+def test_the_rules_guard_the_consumers_these_tests_build() -> None:
+    guards = guards_of_the_rules()
+    assert {consumer for consumer, _, stamp in guards if stamp == "LinearAttnBackends"} == set(SERVED_BY)
+    assert ("ExpertsLayout", "stampgen.kernels.runtime.layers", "SharedExpertsFusionDecision") in guards
+
+
+@pytest.mark.parametrize(("consumer", "module", "stamp"), guards_of_the_rules(), ids=lambda v: str(v))
+def test_every_guarded_consumer_built_on_an_unstamped_runner_raises_from_its_constructor(
+    consumer: str, module: str, stamp: str
+) -> None:
+    cls = getattr(importlib.import_module(module), consumer)
+    if stamp == "LinearAttnBackends":
+        arch, facts = SERVED_BY[consumer]
+        model_cls = ARCHS[arch]
+        runner: Any = ModelRunner(
+            "target",
+            model_cls=model_cls,
+            runner_facts=runner_facts_for(model_cls, **facts),
+            process_config=launched(),
+        )
+        rules, attribute, stamper = la, "linear_attn_backends", "stamp_linear_attn_backends"
+    else:
+        from stampgen.kernels.runtime.loader import LoaderStamps
+
+        runner = LoaderStamps(
+            SimpleNamespace(name="target")
+        )  # where the loader keeps a runner's fusion stamp
+        rules, attribute, stamper = (
+            loader_rules,
+            "shared_experts_fusion",
+            "stamp_shared_experts_fusion_decision",
+        )
+    with pytest.raises(rules.UnstampedRunnerError) as raised:
+        cls(runner)
+    message = str(raised.value)
+    assert f"`{attribute}`" in message and stamper in message, message
+    assert rules.RULE_POSITIONS[f"stamp {stamp}"] in message, message  # the .rules line of the stamp

@@ -7,20 +7,18 @@
     backend = attn_backend_wrapper(target)                          # stamps target, builds its consumer
 
 ``config`` and ``models`` import nothing generated, so the generated parity check can import the registry
-(``kernels.runtime.models:ARCHS``) without a cycle; the runner names load on first use. ``ARCHS`` here is a
-read-only view of that registry. An engine builds the config from its server arguments and adds its flags
+(``kernels.runtime.models:ARCHS``) without a cycle; the runner names load on first use. ``ARCHS`` here is
+that registry, a read-only mapping. An engine builds the config from its server arguments and adds its flags
 with ``kernels.runtime.engine``, and detects launch and runner facts with ``kernels.runtime.facts``.
 ``StampConflictError`` and ``StampMismatchError`` are the generated module's, re-exported: one type each.
 """
 
 from __future__ import annotations
 
-from types import MappingProxyType
 from typing import Any
 
-from stampgen.kernels.runtime import models as _models
 from stampgen.kernels.runtime.config import LaunchError, MambaConfig, ProcessConfig, ServerConfig, launch
-from stampgen.kernels.runtime.models import resolve_model_cls
+from stampgen.kernels.runtime.models import ARCHS, resolve_model_cls
 
 __all__ = [
     "ARCHS",
@@ -37,9 +35,6 @@ __all__ = [
     "resolve_model_cls",
     "runner_facts_for",
 ]
-
-# A read-only view of the registry: a caller cannot add, replace or remove an entry class through it.
-ARCHS = MappingProxyType(_models.ARCHS)
 
 _RUNNER_NAMES = (
     "ModelRunner",

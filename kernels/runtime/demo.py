@@ -8,7 +8,9 @@ Each draft/target pair runs as its own process (one ``ProcessConfig``, launched 
 draft are two runners, each with its own ``LinearAttnBackends`` stamp (``attn_backend_wrapper``) and its own
 ``SharedExpertsFusionDecision`` (the loader). The demo prints, per runner, both stamps with the tier that
 decided each field, then per pair the line ``DRAFT -> TARGET: mean accept length: A.AA (draft tokens D)``,
-whether speculative decoding produced exactly the target's greedy output, and the time of each phase.
+what that figure should be and why, whether speculative decoding produced exactly the target's greedy
+output, and the time of each phase. Bad arguments, and flags that the rules, the kernels or the machine
+refuse, end with one line on stderr and exit status 2 (docs/runtime.md).
 
 ``--without-hook CLASS`` removes ``shared_experts_fusion_disable_reason`` from an entry class before
 anything is loaded (and puts it back at exit): the generated parity check names it, and the pair shows
@@ -18,28 +20,37 @@ what the wrong layout costs.
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, TextIO
 
 import torch
 
+from stampgen.generated import loader as loader_rules
 from stampgen.generated.linear_attn import (
     LaunchFacts,
+    RuleViolationError,
+    RunnerFacts,
+    StampConflictError,
+    StampMismatchError,
+    UnstampedRunnerError,
     check_draft_hooks,
     gdn_flashinfer_prefill,
     kda_flashinfer_prefill,
     resolve_linear_attn_backends_with_provenance,
 )
+from stampgen.kernels._validation import KernelUnavailableError
+from stampgen.kernels.backends import ModelFamilyError
+from stampgen.kernels.runtime import facts as detect
 from stampgen.kernels.runtime import models
-from stampgen.kernels.runtime.config import MambaConfig, ProcessConfig, ServerConfig, launch
+from stampgen.kernels.runtime.config import LaunchError, MambaConfig, ProcessConfig, ServerConfig, launch
 from stampgen.kernels.runtime.layers import TinyConfig, tiny_deepseek_v4_config, tiny_qwen3_next_config
-from stampgen.kernels.runtime.loader import FUSION_HOOK, LoaderConfig, make_checkpoint
+from stampgen.kernels.runtime.loader import FUSION_HOOK, LoaderConfig, LoaderError, make_checkpoint
+from stampgen.kernels.runtime.runner import RunnerFactsError
 from stampgen.kernels.runtime.speculative import (
     ModelWorker,
     Phase,
@@ -52,7 +63,31 @@ from stampgen.kernels.runtime.speculative import (
 
 __all__ = ["PAIRS", "DemoPair", "device_facts", "main", "run_pair", "without_hook"]
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES: Mapping[str, torch.dtype] = MappingProxyType(
+    {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+)
+
+
+class MachineNotDescribedError(RuntimeError):
+    """This device's facts fall outside the rules' fact domains (an SM or CUDA version they do not name): the
+    rules must say what such a machine gets; the demo does not guess."""
+
+
+# What the runtime raises when the flags ask for something the rules, the kernels or this machine refuse:
+# the demo reports them as usage errors (exit 2), one line each, never a traceback.
+REFUSALS = (
+    MachineNotDescribedError,
+    RuleViolationError,
+    loader_rules.RuleViolationError,
+    KernelUnavailableError,
+    ModelFamilyError,
+    LaunchError,
+    LoaderError,
+    RunnerFactsError,
+    StampConflictError,
+    StampMismatchError,
+    UnstampedRunnerError,
+)
 
 
 @dataclass(frozen=True)
@@ -61,16 +96,42 @@ class DemoPair:
     draft: str
     config: Callable[..., TinyConfig]
     algorithm: str  # server.speculative_algorithm
+    expected: str  # what the accept length should be, and why (printed under it)
 
     @property
     def label(self) -> str:
         return f"{self.draft} -> {self.target}"
 
 
+# An MTP / NextN draft here is an independent random predictor: its layer's weights (the checkpoint's
+# `mtp.*`) are seeded like the target's, never trained to predict it, so a proposal matches the target's
+# argmax about as often as chance (1 in the vocabulary's 128) and a step commits about one token, the bonus.
+# The DSpark draft holds the target's own weights, so with the target's layout it proposes exactly what the
+# target would decode.
+_RANDOM_DRAFT = (
+    "expected about 1: the draft's MTP layer has seeded random weights of its own, not trained on the "
+    "target, so its proposals match the target's next token about as often as chance (1 in {vocab}); "
+    "each step commits about one token, the target's bonus"
+)
+_SELF_SPECULATING = (
+    "expected D + 1 = {full}: self-speculating, the draft holds the target's weights (loaded through its "
+    "own entry class), so in the target's layout every proposal is the target's own next token"
+)
+
 PAIRS = (
-    DemoPair("Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP", tiny_qwen3_next_config, "nextn"),
-    DemoPair("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", tiny_deepseek_v4_config, "nextn"),
-    DemoPair("DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMDSpark", tiny_deepseek_v4_config, "dspark"),
+    DemoPair(
+        "Qwen3NextForCausalLM", "Qwen3NextForCausalLMMTP", tiny_qwen3_next_config, "nextn", _RANDOM_DRAFT
+    ),
+    DemoPair(
+        "DeepseekV4ForCausalLM", "DeepseekV4ForCausalLMNextN", tiny_deepseek_v4_config, "nextn", _RANDOM_DRAFT
+    ),
+    DemoPair(
+        "DeepseekV4ForCausalLM",
+        "DeepseekV4ForCausalLMDSpark",
+        tiny_deepseek_v4_config,
+        "dspark",
+        _SELF_SPECULATING,
+    ),
 )
 
 
@@ -91,29 +152,32 @@ def without_hook(class_name: str, hook: str = FUSION_HOOK) -> Iterator[type]:
 
 
 def device_facts(device: torch.device, config: TinyConfig) -> tuple[LaunchFacts, dict[str, Any]]:
-    """The launch facts and the runner facts (all but the family) of this machine, for ``config``'s heads."""
-    facts: dict[str, Any]
-    if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        cuda = int((torch.version.cuda or "0").split(".")[0])
-        facts = dict(platform="cuda", sm=major, sm_minor=minor if minor in (0, 3) else 0, cuda=cuda)
-        facts["flashinfer_gdn_prefill"] = _imports("flashinfer.gdn_prefill")
-    else:
-        facts = dict(platform="cpu", sm=0, sm_minor=0, cuda=0, flashinfer_gdn_prefill=False)
-    facts.update(
-        pool_dtype="float32", head_k_dim=config.linear_key_head_dim, head_v_dim=config.linear_value_head_dim
-    )
-    return LaunchFacts(sm=int(facts["sm"]), cuda=int(facts["cuda"]), kimi_k3=False), facts
+    """The launch facts and the runner facts (all but the family) of ``device``, for ``config``'s heads.
 
+    Detected as an engine detects them (``kernels.runtime.facts``): on CUDA, SM and CUDA major from the
+    device and whether FlashInfer's GDN prefill imports; on the CPU the facts are given explicitly (the
+    override), since a GPU in the machine says nothing about a CPU run. The pool dtype is float32: the
+    runner's pools (``RunnerPools``) keep GDN states in fp32, the kernels' layout.
 
-def _imports(module: str) -> bool:
-    if importlib.util.find_spec(module.split(".")[0]) is None:
-        return False
-    try:  # a broken install raises more than ImportError (missing CUDA libraries, its DSL compiler)
-        importlib.import_module(module)
-    except Exception:
-        return False
-    return True
+    Raises :class:`MachineNotDescribedError` on a device the rules' fact domains do not describe.
+    """
+    try:
+        on_device = (
+            detect.device_facts(device)
+            if device.type == "cuda"
+            else dict(platform="cpu", sm=0, sm_minor=0, cuda=0)
+        )
+        launch_facts = detect.detect_launch_facts(sm=on_device["sm"], cuda=on_device["cuda"])
+        runner = dict(
+            on_device,
+            **detect.head_dims(config),
+            pool_dtype="float32",
+            flashinfer_gdn_prefill=device.type == "cuda" and detect.flashinfer_gdn_prefill_importable(),
+        )
+        RunnerFacts(family="other", **runner)  # the rules' domains, checked before anything is built
+    except ValueError as exc:
+        raise MachineNotDescribedError(f"{device}: {exc}") from exc
+    return launch_facts, runner
 
 
 def process_config_for(args: argparse.Namespace, pair: DemoPair) -> ProcessConfig:
@@ -252,6 +316,14 @@ def print_pair(pair: DemoPair, run: PairRun, out: TextIO) -> None:
         f"(draft tokens {result.draft_tokens})",
         file=out,
     )
+    vocab = run.target.model.config.vocab_size
+    expected = pair.expected.format(vocab=vocab, full=result.draft_tokens + 1)
+    if not run.draft.loaded.report.clean:
+        expected += (
+            "; but this draft decided another shared-expert layout than its target and read the target's "
+            "checkpoint in it (shared-expert weights lost), so its proposals stop matching"
+        )
+    print(f"  {expected}", file=out)
     total = sum(len(o) for o in run.greedy)
     if result.outputs == run.greedy:
         print(f"  speculative output equals the target's greedy output ({total} tokens)", file=out)
@@ -297,11 +369,44 @@ def _cpu_threads(count: int) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+def _count(least: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be at least {least}, got {value}")
+        return value
+
+    return parse
+
+
+def _lengths(text: str) -> list[int]:
+    parse = _count(1)
+    try:
+        return [parse(part) for part in text.split(",")]
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(f"comma-separated prompt lengths, each {exc}") from None
+
+
+def _device(text: str) -> torch.device:
+    try:
+        device = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"not a device: {text!r} (cpu or cuda)") from None
+    if device.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"{text!r}: the demo runs on cpu or cuda")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise argparse.ArgumentTypeError(f"{text!r}: no CUDA device here (torch {torch.__version__})")
+    return device
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m stampgen.kernels.runtime.demo", description=__doc__.split("\n", 1)[0]
     )
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (default: cpu)")
+    parser.add_argument("--device", type=_device, default="cpu", help="cpu or cuda (default: cpu)")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float32")
     parser.add_argument(
         "--backend", default="torch", help="--linear-attn-backend (default: torch, the reference)"
@@ -313,9 +418,13 @@ def _parser() -> argparse.ArgumentParser:
         help="--linear-attn-verify-backend (default: the backend, unless "
         "it is triton or flashinfer, whose verify the rules choose)",
     )
-    parser.add_argument("--draft-tokens", type=int, default=4, metavar="D")
-    parser.add_argument("--new-tokens", type=int, default=24, metavar="N", help="tokens generated per prompt")
-    parser.add_argument("--prompt-lengths", default="5,9,13", help="comma-separated (default: 5,9,13)")
+    parser.add_argument("--draft-tokens", type=_count(1), default=4, metavar="D")
+    parser.add_argument(
+        "--new-tokens", type=_count(1), default=24, metavar="N", help="tokens generated per prompt"
+    )
+    parser.add_argument(
+        "--prompt-lengths", type=_lengths, default=[5, 9, 13], help="comma-separated (default: 5,9,13)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--pair", action="append", metavar="DRAFT", help="run only this draft's pair (repeatable)"
@@ -334,21 +443,32 @@ def _parser() -> argparse.ArgumentParser:
         help="the DeepSeek-V4 config allows fusion (its hook then answers None)",
     )
     parser.add_argument(
-        "--warmup", type=int, help="untimed speculative runs first (default: 1 on cuda, 0 on cpu)"
+        "--warmup", type=_count(0), help="untimed speculative runs first (default: 1 on cuda, 0 on cpu)"
     )
     return parser
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the demo; 0 when it ran, 2 on bad arguments or when the flags ask for something the rules, the
+    kernels or this machine refuse (one line on stderr naming why)."""
     out = out or sys.stdout
-    args = _parser().parse_args(argv)
-    device = torch.device(args.device)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return _run(args, out)
+    except REFUSALS as exc:
+        print(f"{parser.prog}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace, out: TextIO) -> int:
+    device = args.device
     dtype = DTYPES[args.dtype]
     pairs = [p for p in PAIRS if not args.pair or p.draft in args.pair]
     if not pairs:
         print(f"no pair with draft {args.pair}; drafts: {', '.join(p.draft for p in PAIRS)}", file=sys.stderr)
         return 2
-    lengths = [int(n) for n in args.prompt_lengths.split(",")]
+    lengths = args.prompt_lengths
     generator = torch.Generator().manual_seed(args.seed)
     loader_config = LoaderConfig(disable_shared_experts_fusion=args.disable_shared_experts_fusion)
     warmup = args.warmup if args.warmup is not None else (1 if device.type == "cuda" else 0)

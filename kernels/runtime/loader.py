@@ -206,8 +206,14 @@ def load_model(
         all_gather=all_gather,
     )
     layout = ExpertsLayout(stamps)
-    with torch.device("cpu"):
-        model = build(hf_config, layout=layout, target=None if target is None else target.model)
+    try:
+        with torch.device("cpu"):
+            model = build(hf_config, layout=layout, target=None if target is None else target.model)
+    except ValueError as exc:  # the layers refuse what they cannot be (a gated shared expert, fused)
+        raise LoaderError(
+            f"runner {stamps.name!r}: {model_cls.__name__} cannot be built in the {layout.decision.layout.value} "
+            f"layout its SharedExpertsFusionDecision gives ({provenance}): {exc}"
+        ) from exc
     report = load_weights(model, checkpoint)
     if not report.clean:
         logger.warning(

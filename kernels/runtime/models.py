@@ -24,6 +24,8 @@ torch is imported only when a model is built, so the registry imports without it
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 __all__ = ["ARCHS", "resolve_model_cls"]
@@ -313,16 +315,18 @@ class LlamaForCausalLMEagle3(EntryClass):
 # --------------------------------------------------------------------------------------------- registry
 
 
-def _registry(*classes: type[EntryClass]) -> dict[str, type[EntryClass]]:
+def _registry(*classes: type[EntryClass]) -> Mapping[str, type[EntryClass]]:
     archs: dict[str, type[EntryClass]] = {}
     for cls in classes:
         if cls.__name__ in archs:
             raise ValueError(f"duplicate architecture {cls.__name__}")
         archs[cls.__name__] = cls
-    return archs
+    # Read-only: an entry added, replaced or removed here would change what every runner of the process
+    # loads, and what the generated parity check sees.
+    return MappingProxyType(archs)
 
 
-ARCHS: dict[str, type[EntryClass]] = _registry(
+ARCHS: Mapping[str, type[EntryClass]] = _registry(
     DeepseekV3ForCausalLM,
     DeepseekV4ForCausalLM,
     Glm4MoeForCausalLM,
@@ -358,7 +362,8 @@ ARCHS: dict[str, type[EntryClass]] = _registry(
     BailingMoeForCausalLMNextN,
     LlamaForCausalLMEagle3,
 )
-"""Every registered entry class, by architecture name (the names in an HF config's ``architectures``)."""
+"""Every registered entry class, by architecture name (the names in an HF config's ``architectures``);
+a read-only mapping."""
 
 
 def resolve_model_cls(architectures: list[str] | tuple[str, ...] | str) -> tuple[type[EntryClass], str]:
