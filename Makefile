@@ -38,8 +38,8 @@ lint: install
 	$(BIN)/ruff check codegen kernels tests benchmarks
 	$(BIN)/ruff format --check codegen kernels tests benchmarks
 	@root=$$(mktemp -d) && trap 'rm -rf "$$root"' EXIT && ln -s "$(CURDIR)" "$$root/stampgen" && \
-	  cd "$$root" && echo "mypy -p stampgen.codegen" && MYPYPATH="$$root" "$(abspath $(BIN))/mypy" \
-	  --config-file "$(CURDIR)/pyproject.toml" --cache-dir "$(CURDIR)/.mypy_cache" -p stampgen.codegen
+	  cd "$$root" && echo "mypy -p stampgen.codegen -p stampgen.kernels.runtime" && MYPYPATH="$$root" "$(abspath $(BIN))/mypy" \
+	  --config-file "$(CURDIR)/pyproject.toml" --cache-dir "$(CURDIR)/.mypy_cache" -p stampgen.codegen -p stampgen.kernels.runtime
 
 fmt: install
 	$(BIN)/ruff format codegen kernels tests benchmarks

@@ -82,6 +82,10 @@ class ProcessConfig:
     """
 
     __slots__ = ("_namespaces", "_launch_facts", "_lock")
+    # set through object.__setattr__ (this class's own __setattr__ refuses every write)
+    _namespaces: Mapping[str, Any]
+    _launch_facts: Any
+    _lock: threading.Lock
 
     def __init__(self, *, mamba: MambaConfig | None = None, server: ServerConfig | None = None) -> None:
         namespaces = {"mamba": mamba or MambaConfig(), "server": server or ServerConfig()}

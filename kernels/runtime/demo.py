@@ -33,6 +33,7 @@ import torch
 from stampgen.generated import loader as loader_rules
 from stampgen.generated.linear_attn import (
     LaunchFacts,
+    ModelFamily,
     RuleViolationError,
     RunnerFacts,
     StampConflictError,
@@ -174,7 +175,9 @@ def device_facts(device: torch.device, config: TinyConfig) -> tuple[LaunchFacts,
             pool_dtype="float32",
             flashinfer_gdn_prefill=device.type == "cuda" and detect.flashinfer_gdn_prefill_importable(),
         )
-        RunnerFacts(family="other", **runner)  # the rules' domains, checked before anything is built
+        RunnerFacts(
+            family=ModelFamily.OTHER, **runner
+        )  # the rules' domains, checked before anything is built
     except ValueError as exc:
         raise MachineNotDescribedError(f"{device}: {exc}") from exc
     return launch_facts, runner

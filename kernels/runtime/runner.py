@@ -88,6 +88,13 @@ class ModelRunner:
         "_stamp_lock",
         _STAMP_ATTRIBUTE,
     )
+    # set once, by __init__, through object.__setattr__ (this class's own __setattr__ refuses them)
+    _name: str
+    _is_draft: bool
+    _model_cls: type[EntryClass]
+    _runner_facts: RunnerFacts
+    _process_config: ProcessConfig
+    _stamp_lock: threading.Lock
 
     def __init__(
         self,
