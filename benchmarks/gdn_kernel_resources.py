@@ -77,7 +77,6 @@ ARG_TYPES = dict(
     carry=F32,
     state_indices=I32,
     cu_seqlens=I32,
-    flags=I32,
     schedule=I64P,
     n_programs="i32",
     pool_slot_stride=I64,
@@ -103,7 +102,6 @@ KERNELS = {
             BN=2,
             PREC="tf32",
             IN_PREC=None,
-            FLAGGED=False,
             SOLVE_16=True,
             LAUNCH_DEPENDENTS=False,
             SCHEDULE_ONLY=False,
@@ -112,7 +110,7 @@ KERNELS = {
     "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
     "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
     "carry": (chunk._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
-    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, BN=2, PDL=False)),
+    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
 }
 
@@ -176,7 +174,6 @@ VARIANTS = [
         1,
         dict(maxnreg=_default.intra_maxnreg),
     ),
-    ("intra", "flagged", dict(FLAGGED=True), _default.intra_warps, 1, dict(maxnreg=_default.intra_maxnreg)),
     # the solve's dots on tf32 operands, as for fp32 inputs' ieee (and for 16-bit ones before the
     # 16-bit solve: bf16 before 906032d, fp16 before RESULTS.md's "GDN prefill precision")
     (
@@ -214,9 +211,8 @@ VARIANTS = [
     ("carry", "default", dict(BV=_default.block_v), _default.carry_warps, _default.carry_stages),
     ("carry", "2 stages", dict(BV=_default.block_v), _default.carry_warps, 2),
     ("carry", "8 warps", dict(BV=_default.block_v), 8, _default.carry_stages),
-    ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V, WAIT=False), 4, 1),
-    ("gluon_state", "beside intra", dict(BV=chunk_gluon.BLOCK_V, WAIT=True), 4, 1),
-    ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, WAIT=False, PDL=True), 4, 1),
+    ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V), 4, 1),
+    ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, PDL=True), 4, 1),
     ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True), 4, 1),
 ]
 

@@ -4,8 +4,8 @@
 
 Covers our Triton prefill / decode / verify (on sm_90 the prefill's intra launch is the Gluon one;
 ``triton-intra``: the Triton one), the prefill with the Gluon state pass (``triton+gluon``, on sm_90;
-``-flagged``: the kernels of the overlap mode, in series; ``-pdl``: the state pass launched as the intra
-launch's programmatic dependent) and the FlashInfer adapters (when flashinfer imports), with
+``-pdl``: the state pass launched as the intra launch's programmatic dependent) and the FlashInfer
+adapters (when flashinfer imports), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. Each case also checks the result against the torch reference, so
@@ -28,21 +28,6 @@ from gdn_inputs import clone_inputs, make_inputs, rel_rmse  # noqa: E402
 
 from benchmarks.gdn_prefill_probe import with_config  # noqa: E402
 from stampgen.kernels import gdn  # noqa: E402
-from stampgen.kernels.gdn import chunk  # noqa: E402
-
-
-def _flagged_in_series(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config):
-    """``chunk._gluon_prefill``'s overlap mode with its two kernels (the flagged intra launch, the state
-    pass that waits on its flags) one after the other: the sanitizer runs kernels one at a time, so the
-    state pass launched first, as the overlap mode does, would spin forever."""
-    from stampgen.kernels.gdn import chunk_gluon
-
-    tbeta, gates, flags = chunk._flagged_outputs(k, g, state_indices)
-    chunk._launch_intra_flagged(k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
-    chunk_gluon.launch_state(
-        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, flags=flags
-    )
-
 
 # Rows of the Triton prefill with launch options (``chunk.LaunchConfig`` fields): the Triton intra launch
 # (the plain ``triton`` row takes the Gluon one on sm_90 with bf16), and ``chunk_gluon``'s state pass in
@@ -52,8 +37,6 @@ CONFIG_ROWS = {
     "triton+gluon": dict(gluon_state=True, gluon_pdl=False, gluon_intra=False),
     "triton+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False),
     "gluon-intra+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
-    # the kernels of the overlap mode, run in series (``_flagged_in_series``)
-    "triton+gluon-flagged": dict(gluon_state=True, gluon_overlap=True),
 }
 
 
@@ -63,13 +46,7 @@ def _prefill_with_config(row: str, **inputs):
     def run():
         return gdn.prefill(**inputs, backend="triton")
 
-    if not CONFIG_ROWS[row].get("gluon_overlap"):
-        return with_config(CONFIG_ROWS[row], run)
-    default, chunk._gluon_prefill = chunk._gluon_prefill, _flagged_in_series
-    try:
-        return with_config(CONFIG_ROWS[row], run)
-    finally:
-        chunk._gluon_prefill = default
+    return with_config(CONFIG_ROWS[row], run)
 
 
 CASES = [

@@ -39,37 +39,34 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
    sequence's last segment writes the pool row. (The first segment reads the copy, not the pool, since
    the last one may already have written it.)
 
-Measured on the H200 side by side with the peers (benchmarks/RESULTS.md, 2026-11-30 05:50): 0.199 /
-0.664 / 2.52 ms on one sequence of 4k / 16k / 64k tokens and 0.948 ms on 16×2048, 1.26 / 1.44 / 1.55 /
-2.27× fla (239–265 TFLOP/s); FlashInfer's kernel is still 1.35–2.4× faster. Nsight Compute (16k
-tokens, 2026-11-30, RESULTS.md): every launch holds 8–12 warps per SM and issues an instruction every
-5–11 cycles per scheduler, so the steps of that day cut instructions (the resources tool's count per
-chunk step: state pass 1654 → 1056 with chunk-relative 32-bit row offsets, P masked after its
+These kernels are issue-bound (Nsight Compute, 16k tokens: every launch holds 8–12 warps per SM and
+issues an instruction every 5–11 cycles per scheduler), so the code is shaped to cut instructions per
+chunk step and to raise the programs per SM: chunk-relative 32-bit row offsets, P masked after its
 product, ``fast_expf``, full chunks (all but a sequence's last) loaded and stored with no predicates,
-the decay matrix as one ``ex2.approx.ftz`` an element and the segment schedule read from a table; the
-intra launch 2816 → 2280, its merge in Horner's order, 2600 since it writes the schedule) and raised
-the programs per SM (the intra launch at 128 registers, the segment pass at 168): 1.32–1.43× faster
-than at 00:50 that day.
+the decay matrix as one ``ex2.approx.ftz`` an element, the segment schedule read from a table, the
+intra launch's merge in Horner's order; the intra launch capped at 128 registers, the segment pass at
+168. Measured speeds, against the peers: benchmarks/RESULTS.md.
 
 On sm_90 with 16-bit inputs, ``LaunchConfig.gluon_state`` replaces passes 2 and 3 by ``chunk_gluon``'s
 one Gluon kernel (every sequence unsplit, copies and dots scheduled by hand). ``launch_config`` takes it
 where its programs fit on the GPU at once — one long sequence at Qwen3-Next's heads — and keeps the
-passes above for batches (16×2048: 0.948 against its 1.162 ms, 07:08); the state pass is the intra
-launch's programmatic dependent (``gluon_pdl``).
+passes above for batches (measured on 16×2048: its 2048 programs run in 16 waves of one per SM, and the
+Triton passes take ~18% less time); the state pass is the intra launch's programmatic dependent
+(``gluon_pdl``).
 
 Precision (benchmarks/RESULTS.md, "GDN prefill precision", and ``benchmarks/gdn_precision.py``): for
 16-bit inputs the intra launch's four 64×64 solve dots take fp16 operands (fp32 sums: 16-bit dots, 20%
 off that launch against tf32 ones; fp16's rounding to nearest, not bf16's 8 bits or tf32's truncation,
-``tests/kernels/test_gdn_solve_precision.py``) and D^{-1} is refined once. On correlated keys the
-final state was 5–7× (fp16) and 2.3–5.3× (bf16) further from the fp64 recurrence than fla's: D^{-1}'s
-powers on tf32 (``tests/kernels/test_gdn_prefill_emulation.py``). Now 0.34–0.68× and 0.82–1.26×.
+``tests/kernels/test_gdn_solve_precision.py``) and D^{-1} is refined once. Without both, D^{-1}'s
+powers on tf32 put the final state on correlated keys 5–7× (fp16) and 2.3–5.3× (bf16) further from the
+fp64 recurrence than fla's (``tests/kernels/test_gdn_prefill_emulation.py``); with them, measured,
+0.34–0.68× and 0.82–1.26×.
 
 On sm_90 with bf16 inputs, ``LaunchConfig.gluon_intra`` (on by default) replaces launch 1 by
 ``chunk_intra_gluon``'s (the same math in Gluon, 1544 instructions a warp against 2496 here), before
 either state pass; before the passes above a launch of ``_gdn_chunk_intra_kernel`` with
-``SCHEDULE_ONLY`` writes the segment schedule first. Side by side with the peers (2026-11-30 12:17,
-RESULTS.md, commit 4f96605): 120.8 / 461.1 / 1826.1 µs on one sequence of 4k / 16k / 64k tokens and 791.7
-on 16×2048, 2.09 / 2.08 / 2.12 / 2.28× fla; FlashInfer's kernel 148.5 / 409.1 / 1472.2 / 403.2.
+``SCHEDULE_ONLY`` writes the segment schedule first. Measured: 8–9% less time on one sequence and 10%
+on 16×2048 than with the Triton intra launch (benchmarks/RESULTS.md).
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
@@ -95,8 +92,8 @@ _SM_COUNT_HINT = 132  # H200; shapes how a long sequence is split and where the 
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # Smallest K tile. 64 on GPUs: Triton 3.6 on sm_90 miscompiles these kernels' dots when one tile
-# dimension is 32 beside others of 64 (H200, 2026-11-29: K=32 gave outputs off by 29 % rel RMSE, as
-# a V tile of 32 beside K=128 did before); a narrower head is zero-padded instead.
+# dimension is 32 beside others of 64 (measured on the H200: K=32 gave outputs off by 29 % rel RMSE, as
+# a V tile of 32 beside K=128 did); a narrower head is zero-padded instead.
 _MIN_TILE = 16 if _INTERPRET else 64
 # exp and 2^x through ex2.approx on a GPU; the interpreter runs no PTX (see _exp2)
 _FAST_EXP = tl.constexpr(not _INTERPRET)
@@ -371,7 +368,6 @@ def _gdn_chunk_intra_kernel(
     n_programs,
     seg_chunks,
     N,
-    flags,
     H: tl.constexpr,
     HV: tl.constexpr,
     K: tl.constexpr,
@@ -379,7 +375,6 @@ def _gdn_chunk_intra_kernel(
     BN: tl.constexpr,
     PREC: tl.constexpr,
     IN_PREC: tl.constexpr,
-    FLAGGED: tl.constexpr = False,
     SOLVE_16: tl.constexpr = False,
     LAUNCH_DEPENDENTS: tl.constexpr = False,
     SCHEDULE_ONLY: tl.constexpr = False,
@@ -388,17 +383,10 @@ def _gdn_chunk_intra_kernel(
         # The Gluon state pass after this launch (``gluon_pdl``) may start once every program here has:
         # it waits for this launch's end before it reads what this launch writes.
         tl.extra.cuda.gdc_launch_dependents()
-    if FLAGGED:
-        # Beside chunk_gluon's state pass (``gluon_overlap``): a 1-D grid, value head fastest, so the
-        # chunks are done in order, and each item's flag is set once its rows are stored.
-        item = tl.program_id(0)
-        pid = item // HV
-        hv = item % HV
-    else:
-        pid = tl.program_id(0)
-        hv = tl.program_id(1)
-        if hv == 0:
-            _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
+    pid = tl.program_id(0)
+    hv = tl.program_id(1)
+    if hv == 0:
+        _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
     if SCHEDULE_ONLY:
         return  # before the Gluon intra launch (``gluon_intra``), on a grid of (n_programs, 1)
     h = hv // (HV // H)
@@ -410,9 +398,6 @@ def _gdn_chunk_intra_kernel(
     _intra_chunk(
         k, g, beta, t_out, gates, n_tokens, bos, eos, j, hv, h, H, HV, K, BK, PREC, IN_PREC, SOLVE_16
     )  # fmt: skip
-    if FLAGGED:
-        tl.debug_barrier()  # every thread's stores of this item before its flag
-        tl.atomic_xchg(flags + item, 1, sem="release", scope="gpu")
 
 
 @triton.jit
@@ -429,8 +414,8 @@ def _chunk_gates(gates, n_tokens, hv, HV: tl.constexpr, bos, eos, c, rows, FULL:
     """(γ, exp(γ_C − γ_i), exp(γ_C)) of chunk ``c`` of a sequence, from the gate sums the intra launch
     wrote ([2, HV, T]: contiguous loads); zero past the sequence's end (``FULL``: the caller knows the
     chunk is whole). In the state pass Triton's pipeliner issues these as ``cp.async`` copies with the
-    tiles, at the end of the step before (sm_90a SASS, 2026-11-30); the segment pass asks for the next
-    chunk's a step ahead itself, which made it 11–13% faster (RESULTS.md, 01:07)."""
+    tiles, at the end of the step before (sm_90a SASS); the segment pass asks for the next chunk's a step
+    ahead itself (measured: 11–13% faster)."""
     tok0, ok = _chunk_rows(bos, eos, c, rows)
     gam_of_hv = gates + tl.cast(hv, tl.int64) * n_tokens + tok0
     after_of_hv = gam_of_hv + tl.cast(n_tokens, tl.int64) * HV
@@ -508,8 +493,8 @@ def _segment_chunks(
     for c in range(c_lo, c_lo + seg_chunks):
         tok0, _ = _chunk_rows(bos, eos, c, rows)
         gam, to_end, chunk_decay = gam_next, to_end_next, decay_next
-        # The next chunk's gate sums, loaded a step ahead: the pass took 1.04 ms at 64k tokens against
-        # 1.18 for the previous form's (H200, 2026-11-30, two calls of the probe). Within the segment,
+        # The next chunk's gate sums, loaded a step ahead: measured, the pass takes 1.04 ms at 64k tokens
+        # against 1.18 with them loaded in the step (H200). Within the segment,
         # whose chunks are all full, so unmasked: its last step loads its own chunk again, unused.
         gam_next, to_end_next, decay_next = _chunk_gates(
             gates, n_tokens, hv, HV, bos, eos, tl.minimum(c + 1, c_last), rows, True
@@ -694,7 +679,7 @@ def _output_chunk(
     rows = tl.arange(0, BT)
     tok0, ok = _chunk_rows(bos, eos, c, rows)
     # Not a step ahead as in the segment pass: here that pushed the spills from 568 to 668 bytes and
-    # made the prefill slower (H200, 2026-11-30 01:07, 3.81 ms at 64k tokens against 3.54).
+    # made the prefill slower (measured on the H200: 3.81 ms at 64k tokens against 3.54).
     gam, to_end, chunk_decay = _chunk_gates(gates, n_tokens, hv, HV, bos, eos, c, rows, not ROWS)
     if TMA:
         q_desc, k_desc, v_desc, t_desc, col_qk, col_v, col_t = descs
@@ -841,35 +826,26 @@ class LaunchConfig(NamedTuple):
     # The same for the segment pass: capped at 168 (with some spills) it holds three programs per SM,
     # so the (M, B) tiles of four segments (10 per value head) run in one wave instead of 1.2.
     segment_maxnreg: int | None = None
-    # The carry launch (one program per split sequence and V tile, ~15 µs at 16k tokens, Nsight Compute
-    # 2026-11-30: latency-bound at 0.34 instructions per cycle). One stage: Triton's default three, to
-    # pipeline the K×K loads of M, need 240 KiB of shared memory, more than an SM has (H200, 2026-11-29);
-    # two fit (176 KiB, no spills) and so do 8 warps (no spills), but neither moved the total by more
-    # than 1% (H200, 2026-11-30 03:21).
+    # The carry launch (one program per split sequence and V tile, ~15 µs at 16k tokens, Nsight Compute:
+    # latency-bound at 0.34 instructions per cycle). One stage: Triton's default three, to pipeline the
+    # K×K loads of M, need 240 KiB of shared memory, more than an SM has; two fit (176 KiB, no spills)
+    # and so do 8 warps (no spills), but neither moved the total by more than 1% (measured, H200).
     carry_warps: int = 4
     carry_stages: int = 1
     # The segment, carry and state passes replaced by ``chunk_gluon``'s one Gluon kernel (sm_90, 16-bit
     # q/k/v, ``chunk_gluon.supported``; every sequence unsplit, so worth it when its programs run in one
     # wave: ``launch_config``).
     gluon_state: bool = False
-    # With ``gluon_state``: the intra launch runs beside the state pass instead of before it (on a second
-    # stream, its 1-D grid in chunk order, a flag per (chunk, value head) that the state pass waits on);
-    # only where every state program is resident at once with an SM to spare
-    # (``chunk_gluon.leaves_an_sm_free``), before it otherwise. Off: slower as it stands (H200
-    # 2026-11-30 07:21: 2.696 against 2.306 ms at 64k tokens: beside a state program only two intra
-    # programs fit on an SM, half the intra launch's rate alone, and it sets the pace; RESULTS.md).
-    gluon_overlap: bool = False
     # With ``gluon_state`` (intra launch before it): the state pass launched as a programmatic dependent
     # of the intra launch (PDL), so its programs take the SMs the intra launch's last wave leaves and
     # read their pool rows while it ends; they wait for it (``griddepcontrol.wait``) before reading Tβ.
-    # H200 2026-11-30 10:54: 0.1301 / 0.4948 / 1.9602 ms at 4k / 16k / 64k tokens against 0.1317 /
-    # 0.5029 / 1.9744 without (1.2 / 1.6 / 0.7% less).
+    # Measured: 1.2 / 1.6 / 0.7% less time at 4k / 16k / 64k tokens (benchmarks/RESULTS.md).
     gluon_pdl: bool = False
     # The intra launch is ``chunk_intra_gluon``'s where it applies (sm_90, bf16 keys:
     # ``chunk_intra_gluon.supported``), the same math with its layouts stated; before the Triton passes a
-    # launch of the Triton kernel writes their schedule first. H200 2026-11-30 11:54: 0.1203 / 0.4546 /
-    # 1.8109 ms at 4k / 16k / 64k tokens (Gluon state pass) against 0.1307 / 0.5006 / 1.9706 with the
-    # Triton intra launch; 12:15: 0.7839 against 0.8738 on 16×2048 (Triton passes).
+    # launch of the Triton kernel writes their schedule first. Measured: 8–9% less time on one sequence
+    # of 4k–64k tokens (Gluon state pass) and 10% on 16×2048 (Triton passes) than with the Triton intra
+    # launch (benchmarks/RESULTS.md).
     gluon_intra: bool = False
 
 
@@ -879,38 +855,37 @@ _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thr
 def launch_config(
     num_tokens: int, num_seqs: int, num_v_heads: int, v_dim: int, *, interpret: bool = _INTERPRET
 ) -> LaunchConfig:
-    """Measured on the H200 (``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes):
+    """The configuration for a prefill of ``num_tokens`` tokens in ``num_seqs`` sequences. Why each
+    choice, as measured on the H200 (``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes):
 
     - V tile 64. Triton 3.6 on sm_90 miscompiles the state pass at BV = 32 with one stage (outputs off
-      by 89 % rel RMSE, 2026-11-29); at two stages BV = 32 is right but slower in the present form
-      (2026-11-30: 4.10 against 3.61 ms at 64k tokens, 1.42 against 1.25 on 16×2048).
+      by 89 % rel RMSE); at two stages BV = 32 is right but slower (4.10 against 3.61 ms at 64k tokens,
+      1.42 against 1.25 on 16×2048).
     - A long sequence is cut into ``2·SMs // tiles`` segments (4 at HV = 32, V = 128), so the state
-      pass fills the GPU in one wave at two programs per SM: 4.52 ms at 64k tokens, against 4.62 with
-      five segments carried inside the state pass and 4.92 unsplit (2026-11-29, an earlier form);
-      never shorter than four chunks.
+      pass fills the GPU in one wave at two programs per SM (4.52 ms at 64k tokens, against 4.62 with
+      five segments carried inside the state pass and 4.92 unsplit, on an earlier form of the passes);
+      never shorter than four chunks. More segments than that were 5–38% slower.
     - Two pipelining stages in the state pass: with P made in the pass, two programs per SM still fit
-      (105 KiB of shared memory each). 2026-11-30: this form (gate sums from the intra launch, P in the
-      pass, two stages, the intra register cap) 3–8 % faster than the previous one at one stage. At
-      two stages Triton issues the next chunk's copies at the end of a step and waits for them at the
-      top of the next, so they hide little (Nsight Compute, 04:35); three stages would hide them behind
-      a whole step but leave one program per SM (153.5 KiB) and were 1.28–1.38× slower (04:42).
+      (105 KiB of shared memory each), 3–8 % faster than one stage. At two stages Triton issues the
+      next chunk's copies at the end of a step and waits for them at the top of the next, so they hide
+      little (Nsight Compute); three stages would hide them behind a whole step but leave one program
+      per SM (153.5 KiB) and were 1.28–1.38× slower.
     - The intra launch runs on 4 warps (8: 1.8× slower), capped at 128 registers: four programs per SM,
-      no spills (2026-11-30 02:04: 1–3.4 % faster than at 168, three per SM).
+      no spills (1–3.4 % faster than at 168, three per SM).
     - The segment pass capped at 168 registers (some spills): three programs per SM, so a long
-      sequence's (M, B) tiles run in one wave (2026-11-30 02:04: 3 % faster at 16k and 64k tokens,
-      equal at 4k and on 16×2048).
+      sequence's (M, B) tiles run in one wave (3 % faster at 16k and 64k tokens, equal at 4k and on
+      16×2048).
 
     - The Gluon state pass (``gluon_state``, the intra launch before it) where its programs — (V tile
       of 32, value head, sequence), every sequence unsplit, one per SM — fit in one wave with an SM to
-      spare: one long sequence at Qwen3-Next's 32 value heads (2026-11-30 07:08–07:14: 0.155 / 0.591 /
-      2.306 ms at 4k / 16k / 64k tokens against 0.194 / 0.665 / 2.522 for the Triton passes; 08:25–08:32,
-      with unmasked gate loads in its loop and the bf16 solve: 0.144 / 0.540 / 2.134). Where they
-      do not, the Triton passes, which split long sequences and run short ones two programs per SM
-      (16×2048: 2048 Gluon programs, 1.162 against 0.948 ms, 07:08). Only where
-      ``chunk_gluon.supported`` holds (sm_90, 16-bit inputs). With it the state pass is the intra
-      launch's programmatic dependent (``gluon_pdl``: 0.7–1.6% less, 10:54).
+      spare: one long sequence at Qwen3-Next's 32 value heads (0.155 / 0.591 / 2.306 ms at 4k / 16k /
+      64k tokens against 0.194 / 0.665 / 2.522 for the Triton passes). Where they do not, the Triton
+      passes, which split long sequences and run short ones two programs per SM (16×2048: 2048 Gluon
+      programs, 1.162 against 0.948 ms). Only where ``chunk_gluon.supported`` holds (sm_90, 16-bit
+      inputs). With it the state pass is the intra launch's programmatic dependent (``gluon_pdl``:
+      0.7–1.6% less).
     - The intra launch in Gluon (``gluon_intra``) wherever it applies (sm_90, bf16), before either
-      state pass: 8–9% less time on one sequence (11:54), 10% on 16×2048 (12:15).
+      state pass: 8–9% less time on one sequence, 10% on 16×2048.
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
@@ -950,37 +925,14 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
 
 
 def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
-    """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true): one after the other,
-    or (``gluon_overlap``) side by side, the intra launch on a second stream flagging each chunk."""
+    """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true), one after the other."""
     from stampgen.kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
 
-    N = state_indices.shape[0]
-    if not (config.gluon_overlap and chunk_gluon.leaves_an_sm_free(v, N)):
-        pdl = config.gluon_pdl
-        tbeta, gates, _ = _launch_intra(
-            k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False
-        )
-        chunk_gluon.launch_state(
-            q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl
-        )
-        return
-    # The state pass is launched first, all of its programs resident at once (one per SM by shared
-    # memory, fewer than the SMs); the intra programs fill the rest beside them and never wait on
-    # anything, so every flag the state pass waits for gets set.
-    tbeta, gates, flags = _flagged_outputs(k, g, state_indices)
-    intra = (k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config)
-    # Compiled and loaded before the state pass starts: loading a module can wait for the kernels
-    # running on the device (CUDA's lazy loading synchronizes the context), here one spinning on
-    # flags that only this launch sets. Found on the H200: the first call hung.
-    _launch_intra_flagged(*intra, load_only=True)
-    main, side = torch.cuda.current_stream(q.device), _side_stream(q.device)
-    side.wait_stream(main)  # the flags zeroed, the inputs written (recorded before the state pass)
-    chunk_gluon.launch_state(
-        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, flags=flags
+    pdl = config.gluon_pdl
+    tbeta, gates, _ = _launch_intra(
+        k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False
     )
-    with torch.cuda.stream(side):
-        _launch_intra_flagged(*intra)
-    main.wait_stream(side)  # what follows on the caller's stream may free or reuse what both read
+    chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl)
 
 
 def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
@@ -1055,7 +1007,7 @@ def _launch_intra(
     gluon = _gluon_intra(k, config)
     if gluon and schedule:
         _gdn_chunk_intra_kernel[(n_programs, 1)](
-            *args, state_indices, **_intra_meta(k, HV, state_indices, config, SCHEDULE_ONLY=True)
+            *args, **_intra_meta(k, HV, state_indices, config, SCHEDULE_ONLY=True)
         )
     if gluon:
         from stampgen.kernels.gdn import chunk_intra_gluon
@@ -1065,7 +1017,6 @@ def _launch_intra(
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
         *args,
-        state_indices,  # no flags
         **_intra_meta(k, HV, state_indices, config, LAUNCH_DEPENDENTS=dependents),
     )
     return tbeta, gates, table
@@ -1091,69 +1042,6 @@ def _intra_meta(k, HV: int, state_indices, config, **extra) -> dict:
         **_common(k, HV, state_indices),
         **extra,
     )
-
-
-def _intra_items(T: int, N: int, HV: int) -> int:
-    """The intra launch's (chunk, value head) items: its grid's programs × value heads."""
-    return (T // CHUNK + N) * HV
-
-
-def _flagged_outputs(k, g, state_indices) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The flagged intra launch's outputs: ``_intra_outputs`` and a zeroed flag per item."""
-    T, HV = g.shape
-    flags = torch.zeros(_intra_items(T, state_indices.shape[0], HV), dtype=torch.int32, device=k.device)
-    return (*_intra_outputs(k, T, HV), flags)
-
-
-def _load_function(function: int) -> None:
-    """Put a kernel's code on the device now: under CUDA's lazy loading (the default) a function looked up
-    is loaded at its first launch, and loading can wait for the kernels running (CUDA programming guide,
-    "Lazy Loading": preload kernels meant to run concurrently)."""
-    import ctypes
-
-    if function in _LOADED:
-        return  # and not again, e.g. while a CUDA graph is being captured
-    driver = ctypes.CDLL("libcuda.so.1")
-    if hasattr(driver, "cuFuncLoad"):  # CUDA 12.4 drivers on; before, CUDA_MODULE_LOADING=EAGER would do
-        error = driver.cuFuncLoad(ctypes.c_void_p(function))
-        if error:
-            raise RuntimeError(f"cuFuncLoad failed with CUDA error {error}")
-    _LOADED.add(function)
-
-
-_LOADED: set[int] = set()
-
-
-_SIDE_STREAMS: dict = {}
-
-
-def _side_stream(device: torch.device) -> torch.cuda.Stream:
-    """The second stream the intra launch runs on beside the state pass, one per device."""
-    if device not in _SIDE_STREAMS:
-        _SIDE_STREAMS[device] = torch.cuda.Stream(device)
-    return _SIDE_STREAMS[device]
-
-
-def _launch_intra_flagged(
-    k, g, beta, state_indices, cu_seqlens, tbeta, gates, flags, config, load_only=False
-):
-    """Launch 1 as ``_launch_intra`` makes it, on a 1-D grid in chunk order, each (chunk, value head)
-    flagged when its Tβ and gate sums are stored (no schedule: the Gluon state pass needs none).
-    ``load_only``: compile the kernel and load it on the device, launch nothing."""
-    T, HV = g.shape
-    N = state_indices.shape[0]
-    grid = (_intra_items(T, N, HV),)
-    args = (
-        # schedule, n_programs, seg_chunks: unused when FLAGGED (no schedule to write)
-        k, g, beta, state_indices, cu_seqlens, tbeta, gates, T, flags, 0, 1, N, flags,
-    )  # fmt: skip
-    meta = _intra_meta(k, HV, state_indices, config, FLAGGED=True)
-    if load_only:
-        kernel = _gdn_chunk_intra_kernel.warmup(*args, grid=grid, **meta)
-        kernel._init_handles()  # the module loaded, the function looked up
-        _load_function(kernel.function)
-    else:
-        _gdn_chunk_intra_kernel[grid](*args, **meta)
 
 
 def _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config):

@@ -15,8 +15,8 @@ each dot operand's register layout; Gluon (shipped inside Triton 3.6) states bot
   v_new): the copies of chunk c+1 are issued after the first (every thread is past its wait for the
   last wgmma that read their buffers), the output rows of chunk c−1 are stored to their buffer before
   the second and leave by TMA after it (the store that last read that buffer waited for before the
-  first). Barriers of their own for these cost 3–8% (H200 2026-11-30 10:04: 0.1436 / 0.5365 / 2.0739
-  ms at 4k / 16k / 64k with them, 0.1323 / 0.5043 / 1.9811 without);
+  first). Barriers of their own for these measured 3–8% slower (0.1436 / 0.5365 / 2.0739 ms at 4k /
+  16k / 64k with them, 0.1323 / 0.5043 / 1.9811 without);
 - the gate sums of chunk c+1 are loaded at the top of step c and used only after step c's last wait
   (arithmetic on them right at the load stalled every step on its latency, 22% of the samples;
   arithmetic at the top of the next step made ptxas serialize the wgmmas, C7515).
@@ -24,36 +24,24 @@ each dot operand's register layout; Gluon (shipped inside Triton 3.6) states bot
 A sequence's partial last chunk runs once more after the loop with masked pointer loads into the same
 shared-memory tiles and masked stores (TMA tiles would reach into the next sequence's rows).
 
-With ``flags`` (``LaunchConfig.gluon_overlap``) the intra launch runs beside this pass on a second stream
-and flags each (chunk, value head) when its Tβ and gate sums are stored; this pass spins on a chunk's
-flag (an acquire) before it reads them, and then fences the async proxy, since TMA reads what other SMs
-wrote through the generic one. Two output buffers keep this kernel at one program per SM (≥ 116 KiB of
-shared memory); the overlap is only used when all of its programs fit at once with an SM to spare
-(``leaves_an_sm_free``), so the intra programs always have room and set every flag it waits for.
-
-Measured on the H200 (benchmarks/RESULTS.md, "The Gluon state pass on main", 2026-11-30 07:08–07:21,
-CUDA-graph replays, the intra launch before it): 0.155 / 0.591 / 2.306 ms for one sequence of 4k / 16k /
-64k tokens at Qwen3-Next's heads, against 0.194 / 0.665 / 2.522 for the Triton passes, which keep
-16×2048 (0.948 against 1.162 here: 2048 programs, 16 waves of one per SM); with the chunk loop's gate
-loads unmasked (a partial chunk's after the loop) 0.153 / 0.580 / 2.222 (08:25, same call as 0.157 /
-0.594 / 2.298 before). P made once per chunk by the intra launch and loaded here by TMA cut this step from
-833 to 585 instructions but measured slower, 0.206 / 0.789 / 3.050 (08:21; branch gluon-p-from-intra;
-how the time split between the two launches was not measured). ``chunk.launch_config`` picks this pass
-where its programs fit at once. The overlap measured slower (0.171 / 0.658 / 2.696 ms): beside a
-state program only two intra programs fit on an SM (shared memory, registers), half the intra launch's
-rate alone, so it sets the pace; it is off by default (at two warpgroups per program, no intra program
-beside one, the pass itself is 1.5× slower: 09:19; waiting for 8 chunks' flags at once instead of one
-recovers half of the overlap's loss, not all: 09:43).
+Why this pass and not the Triton ones for one long sequence: measured on the H200 (CUDA-graph replays,
+the intra launch before it), 0.155 / 0.591 / 2.306 ms for one sequence of 4k / 16k / 64k tokens at
+Qwen3-Next's heads against 0.194 / 0.665 / 2.522 for the Triton passes; the Triton passes keep 16×2048
+(0.948 against 1.162 here: 2048 programs, 16 waves of one per SM), so ``chunk.launch_config`` picks this
+pass where its programs fit at once. The chunk loop's gate loads are unmasked (a partial chunk's come
+after the loop): 2.3–3.3% faster than masked.
 
 Launched after the intra launch, it is that launch's programmatic dependent (``LaunchConfig.gluon_pdl``):
 its programs start on the SMs the intra launch's last wave leaves, read their pool rows and wait
 (``griddepcontrol.wait``) before their first read of Tβ or the gate sums: 1.2 / 1.6 / 0.7% less time at
-4k / 16k / 64k (10:54). scale·E made by the intra launch and loaded here, like P before it, measured 1.5×
-slower (10:38; branch gluon-e-from-intra), and the next chunk's K S made a step ahead 1.2× slower (11:09;
-branch gluon-ks-ahead). With the intra launch in Gluon too (``chunk_intra_gluon``, ``gluon_intra``, bf16
-inputs), side by side with the peers (12:17): 120.8 / 461.1 / 1826.1 µs, 2.09 / 2.08 / 2.12× fla; this
-pass is ~75% of that. GPU tests (``tests/kernels/test_gdn_chunk_gluon_gpu.py``, all four modes) and
-memcheck (``gdn_memcheck.py``) pass.
+4k / 16k / 64k. Forms that measured slower and are not used (benchmarks/RESULTS.md, "History"): P made
+once per chunk by the intra launch and loaded here by TMA (34–40% slower, though it cut this step from
+833 to 585 instructions), scale·E made by the intra launch (1.5× slower), the next chunk's K S made a
+step ahead (1.2× slower), two warpgroups per program (the pass itself 1.5× slower), the intra launch
+beside this pass on a second stream, flagging each chunk (slower on every case: beside a state program
+only two intra programs fit on an SM, half the intra launch's rate alone). This pass is ~75%
+of a one-sequence prefill. GPU tests (``tests/kernels/test_gdn_chunk_gluon_gpu.py``) and memcheck
+(``gdn_memcheck.py``) cover it.
 """
 
 from __future__ import annotations
@@ -76,7 +64,7 @@ from stampgen.kernels.gdn import chunk
 
 CHUNK = 64
 # 128 programs per sequence at HV = 32, V = 128 (64: spills; 16: 256 programs, two per SM, but 20–25%
-# slower: each loads a step's whole K, Q and Tβ tiles for half the columns; H200 2026-11-30 11:39)
+# slower on the H200: each loads a step's whole K, Q and Tβ tiles for half the columns)
 BLOCK_V = 32
 _LOG2E = gl.constexpr(1.4426950408889634)
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
@@ -106,28 +94,6 @@ def programs(v_heads: int, v_dim: int, n_seqs: int) -> int:
     return triton.cdiv(v_dim, BLOCK_V) * v_heads * n_seqs
 
 
-def leaves_an_sm_free(v: torch.Tensor, n_seqs: int) -> bool:
-    """Whether the intra launch may run beside this pass (``gluon_overlap``) without a deadlock. The GPU
-    places a later kernel's programs only in what an earlier kernel leaves once all of its own programs
-    are placed (found on the H200: with 768 state programs the flagged intra launch never started), so
-    every state program must be resident at once — at one per SM, fewer programs than SMs — and the SM
-    left over always has room for intra programs, which wait on nothing."""
-    sms = torch.cuda.get_device_properties(v.device).multi_processor_count
-    return programs(v.shape[1], v.shape[2], n_seqs) < sms
-
-
-@gluon.jit
-def _wait_ready(flags, item):
-    """Spin until the intra launch beside this pass has flagged ``item`` (an acquire: its stores are
-    visible to this thread after), then let every thread and the TMA unit see them too."""
-    ready = gl.atomic_add(flags + item, 0, sem="acquire", scope="gpu")
-    while ready == 0:
-        ready = gl.atomic_add(flags + item, 0, sem="acquire", scope="gpu")
-    gl.thread_barrier()
-    # TMA reads through the async proxy what other SMs wrote through the generic one.
-    gl.inline_asm_elementwise("fence.proxy.async.global;", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-
-
 @gluon.jit
 def _wait_for_intra():
     """Launched as a programmatic dependent of the intra launch (``LaunchConfig.gluon_pdl``): this
@@ -137,38 +103,26 @@ def _wait_for_intra():
 
 
 @gluon.jit
-def _first_chunk(cu_seqlens, n, BN: gl.constexpr):
-    """The intra grid's index of sequence ``n``'s first chunk: the chunks of the sequences before it."""
-    layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    offs = gl.arange(0, BN, layout=layout)
-    lo = gl.load(cu_seqlens + offs, mask=offs < n, other=0)
-    hi = gl.load(cu_seqlens + offs + 1, mask=offs < n, other=0)
-    return gl.sum((hi - lo + 63) // 64, axis=0).to(gl.int32)
-
-
-@gluon.jit
-def _chunk_load(base, offs, n_rows, cache: gl.constexpr, FULL: gl.constexpr):
+def _chunk_load(base, offs, n_rows, FULL: gl.constexpr):
     """``base[offs]``, offsets past ``n_rows`` as 0 unless ``FULL`` (a whole chunk: no mask)."""
     if FULL:
-        return gl.load(base + offs, cache_modifier=cache)
+        return gl.load(base + offs)
     else:
-        return gl.load(base + offs, mask=offs < n_rows, other=0.0, cache_modifier=cache)
+        return gl.load(base + offs, mask=offs < n_rows, other=0.0)
 
 
 @gluon.jit
-def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FRESH: gl.constexpr, FULL: gl.constexpr):
+def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FULL: gl.constexpr):
     """The gate sums of the chunk at ``tok0`` as loaded (rows past ``n_rows`` as 0): γ by rows of both
     tile shapes and by columns, γ_C − γ by rows, and γ_0, γ_C − γ_0. No arithmetic here (see above).
-    ``FRESH``: past L1 (the intra launch beside this pass may have written them since a cache line that
-    holds the end of the previous chunk's sums was read). ``FULL``: the caller knows the chunk is whole
-    (no masks: the chunk loop's loads, fewer instructions and registers a step)."""
-    cache: gl.constexpr = ".cg" if FRESH else ""
-    gam_v = _chunk_load(gam_of_hv + tok0, r_v, n_rows, cache, FULL)
-    after_v = _chunk_load(after_of_hv + tok0, r_v, n_rows, cache, FULL)
-    b_row = _chunk_load(gam_of_hv + tok0, r_t, n_rows, cache, FULL)
-    b_col = _chunk_load(gam_of_hv + tok0, c_t, n_rows, cache, FULL)
-    gam0 = gl.load(gam_of_hv + tok0, cache_modifier=cache)
-    after0 = gl.load(after_of_hv + tok0, cache_modifier=cache)
+    ``FULL``: the caller knows the chunk is whole (no masks: the chunk loop's loads, fewer instructions
+    and registers a step)."""
+    gam_v = _chunk_load(gam_of_hv + tok0, r_v, n_rows, FULL)
+    after_v = _chunk_load(after_of_hv + tok0, r_v, n_rows, FULL)
+    b_row = _chunk_load(gam_of_hv + tok0, r_t, n_rows, FULL)
+    b_col = _chunk_load(gam_of_hv + tok0, c_t, n_rows, FULL)
+    gam0 = gl.load(gam_of_hv + tok0)
+    after0 = gl.load(after_of_hv + tok0)
     return gam_v, after_v, gam0, after0, b_row, b_col
 
 
@@ -306,9 +260,9 @@ def _copy_tiles(descs, bufs, bars, buf, row, cols, nbytes: gl.constexpr, pred):
 def _gdn_gluon_state_kernel(
     q_desc, k_desc, v_desc, t_desc, o_desc,
     q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
-    n_tokens, pool_slot_stride, scale, flags,
+    n_tokens, pool_slot_stride, scale,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    BN: gl.constexpr, WAIT: gl.constexpr, PDL: gl.constexpr,
+    PDL: gl.constexpr,
 ):  # fmt: skip
     i_v = gl.program_id(0)
     hv = gl.program_id(1)
@@ -355,8 +309,7 @@ def _gdn_gluon_state_kernel(
     k_s = gl.allocate_shared_memory(dt, [2, 64, K], k_desc.layout)
     v_s = gl.allocate_shared_memory(dt, [2, 64, BV], v_desc.layout)
     t_s = gl.allocate_shared_memory(dt, [2, 64, 64], t_desc.layout)
-    # Two output buffers: a TMA store may still read one. They also keep this kernel at one program per
-    # SM (≥ 116 KiB), so the intra programs of ``gluon_overlap`` always fit beside it.
+    # Two output buffers: a TMA store may still read one.
     o_s = gl.allocate_shared_memory(dt, [2, 64, BV], o_desc.layout)
     b_layout: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, BV], dt)
     s_s = gl.allocate_shared_memory(dt, [K, BV], gl.NVMMASharedLayout.get_default_for([K, BV], dt))
@@ -370,9 +323,6 @@ def _gdn_gluon_state_kernel(
 
     # The state S[K, BV] (logical K×V): the pool is not the intra launch's, so it is read before the wait.
     state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v))
-    if WAIT:
-        c0 = _first_chunk(cu_seqlens, n, BN)
-        _wait_ready(flags, c0 * HV + hv)
     if PDL:
         _wait_for_intra()
     # The first full chunk's tiles; each step then asks for the next one's first.
@@ -385,7 +335,7 @@ def _gdn_gluon_state_kernel(
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
     log2_scale = gl.log2(scale)
     gates_now = _gates_ready(
-        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t, WAIT, False)
+        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t, False)
     )
     out = warpgroup_mma_init(gl.zeros([64, BV], gl.float32, acc_v))
     p = gl.zeros([64, 64], dt, p_op)
@@ -395,14 +345,11 @@ def _gdn_gluon_state_kernel(
         # The next full chunk's gate sums (this one's again after the last: a partial chunk's are
         # loaded, masked, after the loop).
         tok_n = gl.minimum(tok0 + 64, bos + (n_full - 1) * 64)
-        gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, 64, r_v, r_t, c_t, WAIT, True)
+        gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, 64, r_v, r_t, c_t, True)
 
         _store_state_operand(s_s, state, True)
         # Chunk c + 1's copies into the other buffers, after the barrier above: every thread reaches
         # it past its wait for step c − 1's state wgmma, their last reader (no barrier of their own).
-        if WAIT:
-            if c + 1 < n_chunks:
-                _wait_ready(flags, (c0 + c + 1) * HV + hv)
         _copy_tiles(descs, bufs, bars, 1 - stage, tok0 + 64, cols, nbytes, c + 1 < n_full)
         mbarrier.wait(bars.index(stage), (c // 2) & 1)
         ks, qs, qk = _issue_reads(q_s.index(stage), k_s.index(stage), s_s, acc_v, acc_t, BV)
@@ -426,7 +373,7 @@ def _gdn_gluon_state_kernel(
     if tail > 0:
         # The partial last chunk: masked loads into the tiles, the same step, masked stores.
         tok0 = bos + n_full * 64
-        gates_now = _gates_ready(_gate_loads(gam_of_hv, after_of_hv, tok0, tail, r_v, r_t, c_t, WAIT, False))
+        gates_now = _gates_ready(_gate_loads(gam_of_hv, after_of_hv, tok0, tail, r_v, r_t, c_t, False))
         gl.thread_barrier()
         _load_tile(q_s.index(0), q + col_qk, tok0, tail, H * K, K, ld_layout)
         _load_tile(k_s.index(0), k + col_qk, tok0, tail, H * K, K, ld_layout)
@@ -458,12 +405,11 @@ def descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
 
 
 def launch_state(
-    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, flags=None, pdl=False
+    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, pdl=False
 ) -> None:
     """The state pass over every sequence unsplit, on ``chunk._launch_intra``'s Tβ and gate sums (``o``
     and the pool rows written; arguments contiguous and validated, ``supported(q, k, v)`` true). With
-    ``flags`` the intra launch runs beside it (``chunk._launch_intra_beside``): each chunk's flag is
-    waited for before its Tβ and gate sums are read. With ``pdl`` it is launched as a programmatic
+    ``pdl`` it is launched as a programmatic
     dependent of the intra launch just before it on the stream, which must then have been launched
     with ``LAUNCH_DEPENDENTS``."""
     T, H, K = q.shape
@@ -478,7 +424,6 @@ def launch_state(
     )
     _gdn_gluon_state_kernel[(V // BLOCK_V, HV, N)](
         *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
-        T, state_pool.stride(0), scale, state_indices if flags is None else flags,
-        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, BN=triton.next_power_of_2(N + 1), WAIT=flags is not None,
-        PDL=pdl, num_warps=4, launch_pdl=pdl,
+        T, state_pool.stride(0), scale,
+        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, PDL=pdl, num_warps=4, launch_pdl=pdl,
     )  # fmt: skip

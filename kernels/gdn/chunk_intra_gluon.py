@@ -2,7 +2,7 @@
 ``chunk._intra_chunk`` computes — per (chunk, value head) the rows of ``Tβ = (I + A)^{-1} diag(β)`` and
 the fp32 gate sums (γ_i, γ_C − γ_i) — with the same math and roundings, its data movement stated.
 
-Why Gluon: the Triton kernel is instruction-bound (Nsight Compute, 16k tokens, 2026-11-30 09:50: IPC
+Why Gluon: the Triton kernel is instruction-bound (Nsight Compute, 16k tokens: IPC
 2.06), and much of its 2504 instructions a warp move data between the layouts its compiler picks: the
 strided β is loaded again for each layout it is used in (228 instructions), the 16×16 diagonal blocks are
 cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup per (chunk, value head):
@@ -18,23 +18,22 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
   memory and no barrier. (Taken on the whole 64×64 block-diagonal
   tile as tf32 wgmma instead, each fp32 register operand moved to tf32's operand layout by shuffles,
   ~94 instructions a tile, and each right operand through shared memory: 2040 instructions a warp, 158
-  registers, and the prefill 7% slower than with the Triton launch; H200 2026-11-30 11:49.)
+  registers, and the prefill measured 7% slower than with the Triton launch.)
 - the solve ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``, N = D^{-1}(A − blocks), is four
   fp16 wgmma: −N a register operand, each product accumulated onto D^{-1}.
 
-1456 instructions a warp against the Triton launch's 2504, 116 registers (four programs per SM), 16 KiB
-(``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``); since the precision fix (the refined
-D^{-1}, the solve on fp16 operands; β folded into the decay's exponent, ``chunk._log2_pair``) 1544
-against 2496, 118 registers: the prefill 0.8–1.2% slower (RESULTS.md, "GDN prefill precision"). On the
-H200 (probe, 2026-11-30 11:54) the prefill of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with it against
-0.1307 / 0.5006 / 1.9706 with the Triton launch (8–9% less; this launch ~0.03 / 0.10 / 0.42 ms against
-0.041 / 0.149 / 0.583, by difference), and 16×2048 0.7839 against 0.8738 (12:15; with the schedule
-launch 0.214 against 0.305 ms). Side by side with the peers (12:17, benchmarks/RESULTS.md): 120.8 /
-461.1 / 1826.1 / 791.7 µs, 2.09 / 2.08 / 2.12 / 2.28× fla.
+1544 instructions a warp against the Triton launch's 2496, 118 registers (four programs per SM), 16 KiB
+(``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with the precision fix's refined
+D^{-1}, fp16 solve operands and β folded into the decay's exponent (``chunk._log2_pair``), which cost
+the prefill 0.8–1.2% (benchmarks/RESULTS.md, "GDN prefill precision"). Measured on the H200: the prefill
+of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with this launch against
+0.1307 / 0.5006 / 1.9706 with the Triton one (8–9% less; this launch ~0.03 / 0.10 / 0.42 ms against
+0.041 / 0.149 / 0.583, by difference), and 16×2048 0.7839 against 0.8738 (with the schedule launch
+0.214 against 0.305 ms).
 
 It writes no segment schedule and no flags: ``chunk._launch_intra`` launches it (``LaunchConfig.gluon_intra``)
 after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
-(the Gluon state pass reads no schedule), and never for the overlap mode (flags).
+(the Gluon state pass reads no schedule).
 """
 
 from __future__ import annotations

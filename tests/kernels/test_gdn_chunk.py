@@ -242,7 +242,7 @@ def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_on
     # One program per (V tile of 32, value head, sequence), one per SM: where they number fewer than the
     # SMs they all run in one wave, unsplit; else the Triton passes, which split long sequences.
     cfg = chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=False)
-    assert cfg.gluon_state == gluon and not cfg.gluon_overlap
+    assert cfg.gluon_state == gluon
     assert cfg.gluon_pdl == gluon  # the state pass as the intra launch's programmatic dependent
     assert cfg.gluon_intra  # the intra launch in Gluon, before either state pass (where it applies)
     assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
@@ -312,37 +312,6 @@ def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(
         got = [tuple(row[:6]) for row in schedule[table].tolist()]
         assert got[: len(expected)] == expected
         assert all(row[0] >= N for row in got[len(expected) :])
-
-
-@pytest.mark.parametrize("seqlens", [[70, 64, 5], [0, 130, 1, 0, 65]])
-def test_the_flagged_intra_launch_writes_what_the_intra_launch_writes_and_flags_each_chunk(seqlens):
-    # The intra launch beside the Gluon state pass (gluon_overlap): a 1-D grid in chunk order whose
-    # item i is (the intra grid's program i // HV, value head i % HV), each flagged once stored. The same
-    # Tβ and gate sums as the 2-D launch (rows of real chunks), and exactly the items the Gluon pass
-    # waits for flagged: the chunks of every sequence with a slot, at the index its _first_chunk counts.
-    N, HV = len(seqlens), 2
-    inputs = make_inputs("prefill", N=N, H=1, HV=HV, K=16, V=16, seqlens=seqlens, seed=5)
-    inputs["state_indices"][1] = -1
-    T = sum(seqlens)
-    cfg = chunk.launch_config(T, N, HV, 16)
-    args = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
-    tbeta, gates, _ = chunk._launch_intra(*args, cfg)
-    tbeta_f, gates_f = torch.full_like(tbeta, float("nan")), torch.full_like(gates, float("nan"))
-    flags = torch.zeros(chunk._intra_items(T, N, HV), dtype=torch.int32)
-    chunk._launch_intra_flagged(*args, tbeta_f, gates_f, flags, cfg)
-
-    expected = torch.zeros_like(flags)
-    first = 0
-    for n, length in enumerate(seqlens):
-        rows = slice(sum(seqlens[:n]), sum(seqlens[: n + 1]))
-        chunks = -(-length // chunk.CHUNK)
-        if inputs["state_indices"][n] >= 0:
-            expected[first * HV : (first + chunks) * HV] = 1
-            assert torch.equal(tbeta_f[rows], tbeta[rows]) and torch.equal(
-                gates_f[:, :, rows], gates[:, :, rows]
-            )
-        first += chunks
-    assert torch.equal(flags, expected)
 
 
 def test_tensor_descriptor_and_pointer_tiles_give_the_same_prefill(monkeypatch):

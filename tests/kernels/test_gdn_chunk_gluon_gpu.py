@@ -2,10 +2,10 @@
 an sm_90 GPU, against the Triton passes it replaces and the fp32 torch reference.
 
 The Gluon kernel does the Triton state pass's math with the same roundings, so the two agree far inside
-the bf16 bound (a probe of one sequence was bit-identical, 2026-11-30); what these tests add is every
+the bf16 bound (a probe of one sequence was bit-identical); what these tests add is every
 edge of the general form: varlen batches, partial last chunks, empty and one-token sequences, padding
-slots, H < HV, other head dims, fp16, CUDA-graph capture — with the intra launch before the state pass
-and beside it (``gluon_overlap``: a second stream, flags per chunk), and with the Gluon intra launch
+slots, H < HV, other head dims, fp16, CUDA-graph capture — with the intra launch before the state pass,
+with the state pass as its programmatic dependent (``gluon_pdl``), and with the Gluon intra launch
 before it (``gluon_intra``; that launch's outputs alone: ``test_gdn_chunk_intra_gluon_gpu.py``). Each test also checks that the
 Gluon pass really ran, so a fallback to the Triton passes cannot pass for it.
 """
@@ -26,8 +26,7 @@ pytestmark = [
 ]
 
 QWEN3_NEXT = dict(H=16, HV=32, K=128, V=128)
-# Few value heads, so a batch's state programs fit on the GPU at once with an SM to spare, as the
-# overlap needs (chunk_gluon.leaves_an_sm_free); at Qwen3-Next's heads only one sequence does.
+# Few value heads, so a batch's state programs fit on the GPU at once (one wave).
 FEW_HEADS = dict(H=2, HV=4, K=128, V=128)
 BF16_BOUND = 5e-3  # against the fp32 reference on the same bf16 values (the fla test standard)
 SAME_MATH_BOUND = 1e-3  # against the Triton passes on the same inputs
@@ -41,10 +40,9 @@ class GluonSwitch:
 
         self.calls = []  # state passes
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
-        self.flagged = []  # intra launches beside them
         self.gluon_intra = []  # Gluon intra launches (``gluon_intra``)
         self._monkeypatch = monkeypatch
-        launch, launch_flagged = chunk_gluon.launch_state, chunk._launch_intra_flagged
+        launch = chunk_gluon.launch_state
         launch_intra = chunk_intra_gluon.launch
 
         def counted(*args, **kwargs):
@@ -52,27 +50,20 @@ class GluonSwitch:
             self.pdl.append(kwargs.get("pdl", False))
             return launch(*args, **kwargs)
 
-        def counted_flagged(*args, load_only=False):
-            if not load_only:
-                self.flagged.append(args[0].shape)
-            return launch_flagged(*args, load_only=load_only)
-
         def counted_intra(*args, **kwargs):
             self.gluon_intra.append(args[0].shape)
             return launch_intra(*args, **kwargs)
 
         monkeypatch.setattr(chunk_gluon, "launch_state", counted)
         monkeypatch.setattr(chunk_intra_gluon, "launch", counted_intra)
-        monkeypatch.setattr(chunk, "_launch_intra_flagged", counted_flagged)
         self._default = chunk.launch_config
         # the Triton passes until on()
-        self._pin(gluon_state=False, gluon_overlap=False, gluon_pdl=False, gluon_intra=False)
+        self._pin(gluon_state=False, gluon_pdl=False, gluon_intra=False)
 
-    def on(self, overlap: bool = False, pdl: bool = False, intra: bool = False):
-        """With ``overlap`` the intra launch runs beside the state pass (``gluon_overlap``); with
-        ``pdl`` before it, the state pass its programmatic dependent (``gluon_pdl``); with ``intra``
-        the intra launch is the Gluon one (``gluon_intra``)."""
-        self._pin(gluon_state=True, gluon_overlap=overlap, gluon_pdl=pdl, gluon_intra=intra)
+    def on(self, pdl: bool = False, intra: bool = False):
+        """The intra launch before the state pass; with ``pdl`` the state pass its programmatic
+        dependent (``gluon_pdl``); with ``intra`` the intra launch is the Gluon one (``gluon_intra``)."""
+        self._pin(gluon_state=True, gluon_pdl=pdl, gluon_intra=intra)
 
     def _pin(self, **fields):
         default = self._default
@@ -106,32 +97,29 @@ CASES = {
 }
 
 
-# How the intra launch and the state pass run: (gluon_overlap, gluon_pdl, gluon_intra).
+# How the intra launch and the state pass run: (gluon_pdl, gluon_intra).
 MODES = {
-    "intra-before": (False, False, False),
-    "intra-beside": (True, False, False),
-    "pdl-after-intra": (False, True, False),
-    "pdl-after-gluon-intra": (False, True, True),
+    "intra-before": (False, False),
+    "pdl-after-intra": (True, False),
+    "pdl-after-gluon-intra": (True, True),
 }
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", CASES)
 def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, mode):
-    overlap, pdl, intra = MODES[mode]
+    pdl, intra = MODES[mode]
     seqlens, pad = CASES[case]
-    dims = FEW_HEADS if overlap and len(seqlens) > 1 else QWEN3_NEXT
-    low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad, **dims)
+    low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad)
     pool_before = low["state_pool"].clone()
     triton_passes = clone_inputs(low)
     o_triton = gdn.prefill(**triton_passes, backend="triton")
     assert not gluon.calls, "the Gluon state pass ran while off"
-    gluon.on(overlap, pdl, intra)
+    gluon.on(pdl, intra)
     o = gdn.prefill(**low, backend="triton")
     assert len(gluon.calls) == 1, "the Gluon state pass did not run"
     assert gluon.pdl == [pdl], "the state pass was not launched as asked"
     assert len(gluon.gluon_intra) == intra, "the Gluon intra launch ran" if not intra else "it did not"
-    assert len(gluon.flagged) == overlap, "the intra launch ran beside it" if not overlap else "it did not"
     o_ref = gdn.prefill(**upcast, backend="torch")
 
     slots = low["state_indices"].tolist()
@@ -169,25 +157,13 @@ def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype):
     assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
 
 
-def test_the_overlap_asked_for_with_more_state_programs_than_sms_runs_the_intra_launch_before(gluon):
-    # 4 sequences × 32 value heads × 4 V tiles = 512 state programs: they cannot all be resident, and
-    # the GPU would not start the intra launch until they were (the hang this guard is for).
-    low, upcast = _inputs([2048] * 4, seed=5)
-    gluon.on(overlap=True)
-    o = gdn.prefill(**low, backend="triton")
-    assert len(gluon.calls) == 1 and not gluon.flagged
-    assert rel_rmse(o, gdn.prefill(**upcast, backend="torch")) <= BF16_BOUND
-
-
 @pytest.mark.parametrize("mode", MODES)
 def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, mode):
-    overlap, pdl, intra = MODES[mode]
-    # With the intra launch beside it, the graph holds a fork onto a second stream and the join back.
+    pdl, intra = MODES[mode]
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
-    gluon.on(overlap, pdl, intra)
+    gluon.on(pdl, intra)
     assert_prefill_replay_matches_eager(low, fresh)
     assert gluon.calls, "the Gluon state pass did not run"
     assert set(gluon.pdl) == {pdl}
     assert bool(gluon.gluon_intra) == intra
-    assert bool(gluon.flagged) == overlap
