@@ -13,11 +13,9 @@ so it travels to the device) at their own defaults on the same inputs: an A/B in
 The last lines printed are a summary table; ``--out`` writes the raw records as JSON lines, each as soon
 as it is measured, so a run cut short by a device call's time limit keeps what it measured.
 
-Measured on the H200 (2026-11-30 05:44, torch 2.11 + triton 3.6; raw rows in
-``benchmarks/results/2026-11-30-0544-h200-prefill_probe_config.jsonl``, summary in RESULTS.md), at
-``launch_config``'s defaults: T=4096 0.193 ms, T=16384 0.661 ms, T=65536 2.51 ms, 16×2048 0.947 ms; the
-intra-chunk launch is 0.050 / 0.188 / 0.743 / 0.381 ms of those. Output rel RMSE vs the fp32-input run:
-3.7e-3 (BV=32 at one stage gave 0.89 on 2026-11-29: a Triton 3.6 sm_90 miscompile).
+What its variations measured on the H200 is summarised in benchmarks/RESULTS.md ("History"). A correct
+configuration's output is within ~3.7e-3 rel RMSE of the fp32-input run; BV=32 at one stage once gave 0.89
+(a Triton 3.6 sm_90 miscompile), which is why every record carries that error.
 """
 
 from __future__ import annotations
