@@ -43,7 +43,15 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from stampgen.kernels.gdn import chunk, chunk_gluon, chunk_intra_gluon, fused_recurrent  # noqa: E402
+from stampgen.kernels.gdn import (  # noqa: E402
+    chunk_common,
+    chunk_config,
+    chunk_gluon,
+    chunk_intra,
+    chunk_intra_gluon,
+    chunk_state,
+    fused_recurrent,
+)
 
 TARGET = GPUTarget("cuda", 90, 32)
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -92,8 +100,8 @@ KERNELS = {
     "decode": (fused_recurrent._gdn_decode_kernel, SHAPES),
     "verify": (fused_recurrent._gdn_verify_kernel, SHAPES),
     "intra": (
-        chunk._gdn_chunk_intra_kernel,
-        # 16-bit inputs: the solve on fp16 operands, as ``chunk._intra_meta`` sets it for them
+        chunk_intra._gdn_chunk_intra_kernel,
+        # 16-bit inputs: the solve on fp16 operands, as ``chunk_intra._intra_meta`` sets it for them
         dict(
             H=H,
             HV=HV,
@@ -107,9 +115,9 @@ KERNELS = {
             SCHEDULE_ONLY=False,
         ),
     ),
-    "segment": (chunk._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
-    "state": (chunk._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
-    "carry": (chunk._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
+    "segment": (chunk_state._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
+    "state": (chunk_state._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
+    "carry": (chunk_state._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
     "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
 }
@@ -156,7 +164,7 @@ def constexpr_gaps(fn, values: dict) -> set:
     return wanted ^ set(values)
 
 
-_default = chunk.launch_config(4096, 1, HV, V, interpret=False)
+_default = chunk_config.launch_config(4096, 1, HV, V, interpret=False)
 # (kernel, label, meta-parameters, num_warps, num_stages[, compile options]); the first row of each
 # kernel is its default.
 VARIANTS = [
@@ -281,18 +289,15 @@ def _longest_loop(listing):
     return [row for row in listing if lo <= row[0] <= hi]
 
 
+# The modules whose source lines ``--lines`` shows: where the kernels and their helpers are.
+SOURCES = (chunk_common, chunk_intra, chunk_state, chunk_gluon, chunk_intra_gluon, fused_recurrent)
+
+
 def _print_lines(rows, top: int, scope: str) -> None:
     """The ``top`` source lines with the most SASS instructions among ``rows``, with the line's text."""
     counts = Counter(where for _, _, where in rows if where)
     for (file, line), n in counts.most_common(top):
-        path = next(
-            (
-                p
-                for p in map(Path, (chunk.__file__, chunk_gluon.__file__, fused_recurrent.__file__))
-                if p.name == file
-            ),
-            None,
-        )
+        path = next((p for p in map(Path, (m.__file__ for m in SOURCES)) if p.name == file), None)
         text = path.read_text().splitlines()[line - 1].strip() if path else ""
         print(f"    {n:5d} of the {scope}'s {len(rows):5d}  {file}:{line}  {text[:90]}")
 

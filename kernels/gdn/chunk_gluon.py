@@ -1,5 +1,5 @@
-"""The chunked prefill's state pass in Gluon, for sm_90 (H100 / H200): ``chunk.py``'s segment, carry and
-state passes replaced by one kernel, with the same math and roundings (``chunk._output_chunk``).
+"""The chunked prefill's state pass in Gluon, for sm_90 (H100 / H200): ``chunk_state``'s segment, carry
+and state passes replaced by one kernel, with the same math and roundings (``chunk_state._output_chunk``).
 
 Why Gluon: in Triton 3.6's kernel language the compiler places each chunk step's copy waits and picks
 each dot operand's register layout; Gluon (shipped inside Triton 3.6) states both. Per program — one
@@ -27,8 +27,8 @@ shared-memory tiles and masked stores (TMA tiles would reach into the next seque
 Why this pass and not the Triton ones for one long sequence: measured on the H200 (CUDA-graph replays,
 the intra launch before it), 0.155 / 0.591 / 2.306 ms for one sequence of 4k / 16k / 64k tokens at
 Qwen3-Next's heads against 0.194 / 0.665 / 2.522 for the Triton passes; the Triton passes keep 16×2048
-(0.948 against 1.162 here: 2048 programs, 16 waves of one per SM), so ``chunk.launch_config`` picks this
-pass where its programs fit at once. The chunk loop's gate loads are unmasked (a partial chunk's come
+(0.948 against 1.162 here: 2048 programs, 16 waves of one per SM), so ``chunk_config.launch_config``
+picks this pass where its programs fit at once. The chunk loop's gate loads are unmasked (a partial chunk's come
 after the loop): 2.3–3.3% faster than masked.
 
 Launched after the intra launch, it is that launch's programmatic dependent (``LaunchConfig.gluon_pdl``):
@@ -58,30 +58,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_init,
     warpgroup_mma_wait,
 )
-from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
-from stampgen.kernels.gdn import chunk
+from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
+from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
-CHUNK = 64
 # 128 programs per sequence at HV = 32, V = 128 (64: spills; 16: 256 programs, two per SM, but 20–25%
 # slower on the H200: each loads a step's whole K, Q and Tβ tiles for half the columns)
 BLOCK_V = 32
-_LOG2E = gl.constexpr(1.4426950408889634)
-_GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
-
-
-def tiles_apply(*tensors: torch.Tensor) -> bool:
-    """Whether the Gluon kernels' TMA tiles of these packed [T, heads, dim] tensors run here (this pass's
-    and ``chunk_intra_gluon``'s): an sm_90 GPU, one 16-bit dtype, data TMA can address (16-byte aligned),
-    the first tensor's dim 64 or 128 (one TMA tile wide: K), and at least one chunk of tokens (a TMA tile
-    of 64 rows over fewer is not a case worth a kernel of its own)."""
-    first = tensors[0]
-    if not first.is_cuda or first.dtype not in _GL_DTYPES or any(x.dtype != first.dtype for x in tensors):
-        return False
-    if torch.cuda.get_device_capability(first.device) != (9, 0):
-        return False
-    aligned = all(chunk.tma_addressable(x.reshape(x.shape[0], -1)) for x in tensors)
-    return aligned and first.shape[0] >= CHUNK and first.shape[2] in (64, 128)
 
 
 def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -397,17 +380,10 @@ def _gdn_gluon_state_kernel(
     gl.store(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v), state)
 
 
-def descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
-    """A TMA descriptor over ``x`` as [T, heads × dim] with [64, cols] tiles."""
-    flat = x.reshape(x.shape[0], -1)
-    layout = gl.NVMMASharedLayout.get_default_for([CHUNK, cols], _GL_DTYPES[x.dtype])
-    return TensorDescriptor(flat, list(flat.shape), list(flat.stride()), [CHUNK, cols], layout)
-
-
 def launch_state(
     q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, pdl=False
 ) -> None:
-    """The state pass over every sequence unsplit, on ``chunk._launch_intra``'s Tβ and gate sums (``o``
+    """The state pass over every sequence unsplit, on ``chunk_intra._launch_intra``'s Tβ and gate sums (``o``
     and the pool rows written; arguments contiguous and validated, ``supported(q, k, v)`` true). With
     ``pdl`` it is launched as a programmatic
     dependent of the intra launch just before it on the stream, which must then have been launched

@@ -1,5 +1,5 @@
 """The chunked prefill's intra launch in Gluon, for sm_90 (H100 / H200) and bf16 inputs: what
-``chunk._intra_chunk`` computes — per (chunk, value head) the rows of ``Tβ = (I + A)^{-1} diag(β)`` and
+``chunk_intra._intra_chunk`` computes — per (chunk, value head) the rows of ``Tβ = (I + A)^{-1} diag(β)`` and
 the fp32 gate sums (γ_i, γ_C − γ_i) — with the same math and roundings, its data movement stated.
 
 Why Gluon: the Triton kernel is instruction-bound (Nsight Compute, 16k tokens: IPC
@@ -10,7 +10,8 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
 - K arrives by TMA (a partial chunk's rows past the sequence are whatever follows; the rows of A they
   would touch are selected away before any product) and K Kᵀ is one wgmma from shared memory;
 - g and β are loaded once, γ summed in fp64 and kept as an fp32 pair (hi, lo) as in
-  ``chunk._cumsum_hi_lo``, and each moved to the accumulator's rows or columns by one ``convert_layout``;
+  ``chunk_common._cumsum_hi_lo``, and each moved to the accumulator's rows or columns by one
+  ``convert_layout``;
 - the diagonal blocks' inverse ``D^{-1} = (I − a)(I + a²)(I + a⁴)(I + a⁸)`` is six batched 16×16 tf32
   ``mma.sync`` in registers and a refinement step (four more, three of them on tf32 pairs), block w in
   warp w: the wgmma accumulator already holds block w's elements in warp w's threads where mma.sync's
@@ -24,15 +25,15 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
 
 1544 instructions a warp against the Triton launch's 2496, 118 registers (four programs per SM), 16 KiB
 (``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with the precision fix's refined
-D^{-1}, fp16 solve operands and β folded into the decay's exponent (``chunk._log2_pair``), which cost
+D^{-1}, fp16 solve operands and β folded into the decay's exponent (``chunk_common._log2_pair``), which cost
 the prefill 0.8–1.2% (benchmarks/RESULTS.md, "GDN prefill precision"). Measured on the H200: the prefill
 of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with this launch against
 0.1307 / 0.5006 / 1.9706 with the Triton one (8–9% less; this launch ~0.03 / 0.10 / 0.42 ms against
 0.041 / 0.149 / 0.583, by difference), and 16×2048 0.7839 against 0.8738 (with the schedule launch
 0.214 against 0.305 ms).
 
-It writes no segment schedule and no flags: ``chunk._launch_intra`` launches it (``LaunchConfig.gluon_intra``)
-after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
+It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
+(``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
 (the Gluon state pass reads no schedule).
 """
 
@@ -50,17 +51,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
 )
 
-from stampgen.kernels.gdn import chunk_gluon
-
-CHUNK = chunk_gluon.CHUNK
-_LOG2E = gl.constexpr(1.4426950408889634)
+from stampgen.kernels.gdn import chunk_tma
+from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
 
 
 def supported(k: torch.Tensor) -> bool:
     """Whether this launch applies: bf16 keys (fp16 ones would take the same math, the solve on fp16
     operands as in the Triton launch, but are not measured here: they keep the Triton launch) whose
-    TMA tiles run here (``chunk_gluon.tiles_apply``: sm_90, aligned, K 64 or 128, a chunk)."""
-    return k.dtype == torch.bfloat16 and chunk_gluon.tiles_apply(k)
+    TMA tiles run here (``chunk_tma.tiles_apply``: sm_90, aligned, K 64 or 128, a chunk)."""
+    return k.dtype == torch.bfloat16 and chunk_tma.tiles_apply(k)
 
 
 @gluon.jit
@@ -70,7 +69,7 @@ def _add(a, b):
 
 @gluon.jit
 def _exp2(x):
-    """2^x as one ``ex2.approx.ftz`` (as ``chunk._exp2``)."""
+    """2^x as one ``ex2.approx.ftz`` (as ``chunk_common._exp2``)."""
     return gl.inline_asm_elementwise(
         "ex2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1
     )
@@ -97,7 +96,7 @@ def _launch_dependents():
 @gluon.jit
 def _locate(cu_seqlens, N, pid, BN: gl.constexpr):
     """(n, bos, eos, j): program ``pid`` owns chunk j of sequence n = [bos, eos), counting the chunks of
-    every sequence in order (``chunk._locate`` with one chunk a segment); n ≥ N: no work."""
+    every sequence in order (``chunk_common._locate`` with one chunk a segment); n ≥ N: no work."""
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     offs = gl.arange(0, BN, layout=layout)
     lo = gl.load(cu_seqlens + offs, mask=offs < N, other=0)
@@ -115,7 +114,7 @@ def _locate(cu_seqlens, N, pid, BN: gl.constexpr):
 @gluon.jit
 def _gate_sums(g, beta, gates, n_tokens, tok0, n_rows, hv, HV: gl.constexpr, layout: gl.constexpr):
     """The chunk's gates and β (rows past ``n_rows`` as 0), its gate sums (γ_i, γ_C − γ_i) stored, and γ
-    as an fp32 pair (hi, lo) with hi + lo its fp64 value (``chunk._cumsum_hi_lo``)."""
+    as an fp32 pair (hi, lo) with hi + lo its fp64 value (``chunk_common._cumsum_hi_lo``)."""
     r = gl.arange(0, 64, layout=layout)
     ok = r < n_rows
     at = (tok0.to(gl.int64) + r) * HV + hv
@@ -166,7 +165,7 @@ def _diag_inverse(blk, mma: gl.constexpr):
     """(I + a)^{-1} for stacked strictly lower 16×16 blocks a ([4, 16, 16], a^16 = 0):
     (I − a)(I + a²)(I + a⁴)(I + a⁸), each (I + y) product as x + x y, batched tf32 mma.sync (one block a
     warp, in registers: no shared memory, no barrier), then one step of iterative refinement as in
-    ``chunk._inv_unit_lower_blocks``: X + X R with R = (I − X) − a X, a X on tf32 pairs
+    ``chunk_intra._inv_unit_lower_blocks``: X + X R with R = (I − X) − a X, a X on tf32 pairs
     (``_mma_tf32x3``). Without it X is off by up to ~1% on correlated keys (the powers grow before they
     cancel and tf32 truncates them); with it ~1e-5, for 1.1× this launch's instructions where tf32x3
     in all six products took 1.15×."""
@@ -232,7 +231,7 @@ def _gdn_gluon_intra_kernel(
     kk = warpgroup_mma(k_s, k_s.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
     mbarrier.invalidate(bar)
 
-    # β_i E_ij = 2^(p_i − p_j + log2 β_i), p = γ log2 e as a pair (``chunk._log2_pair``); above the
+    # β_i E_ij = 2^(p_i − p_j + log2 β_i), p = γ log2 e as a pair (``chunk_common._log2_pair``); above the
     # diagonal it may overflow to inf, which the select discards, as it does the rows past the sequence
     # (K there is the next sequence's, or TMA's zeros).
     p_hi = hi * _LOG2E
@@ -260,7 +259,7 @@ def _gdn_gluon_intra_kernel(
     d_inv = gl.convert_layout(gl.reshape(gl.where(same4, d4, 0.0), [64, 64]), acc)
 
     # The four solve dots on fp16 operands (fp32 sums), as the Triton launch takes them for 16-bit inputs
-    # (``chunk._intra_chunk``, ``SOLVE_16``: fp16 rounds to nearest with 11 bits, where bf16 operands
+    # (``chunk_intra._intra_chunk``, ``SOLVE_16``: fp16 rounds to nearest with 11 bits, where bf16 operands
     # cost the final state on correlated keys 1.5× the error of fp32 dots).
     f16: gl.constexpr = gl.float16
     op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc, k_width=2)
@@ -291,12 +290,12 @@ def _gdn_gluon_intra_kernel(
 
 def launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents: bool = False) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
-    is not padding, as ``chunk._launch_intra`` writes them (no schedule). ``dependents``: the next launch
-    is this one's programmatic dependent (``gluon_pdl``)."""
+    is not padding, as ``chunk_intra._launch_intra`` writes them (no schedule). ``dependents``: the next
+    launch is this one's programmatic dependent (``gluon_pdl``)."""
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
-    descs = chunk_gluon.descriptor(k, K), chunk_gluon.descriptor(tbeta, CHUNK)
+    descs = chunk_tma.descriptor(k, K), chunk_tma.descriptor(tbeta, CHUNK)
     _gdn_gluon_intra_kernel[(T // CHUNK + N, HV)](
         *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, T, N,
         H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents, num_warps=4,

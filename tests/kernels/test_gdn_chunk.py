@@ -1,4 +1,5 @@
-"""Our Triton chunked GDN prefill (``kernels/gdn/chunk.py``) against the torch reference, on the CPU.
+"""Our Triton chunked GDN prefill (``kernels/gdn/chunk.py`` and the launch modules it imports) against
+the torch reference, on the CPU.
 
 Without a GPU the kernels run under the Triton interpreter (root conftest), so inputs are fp32 or fp16
 (bf16 arithmetic is wrong in the interpreter; bf16 is covered by ``test_gdn_chunk_gpu.py``). Every call
@@ -12,7 +13,7 @@ import torch
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse
 
 from stampgen.kernels import gdn
-from stampgen.kernels.gdn import chunk
+from stampgen.kernels.gdn import chunk, chunk_common, chunk_intra, chunk_tma
 
 FP32_BOUND = 1e-5
 FP16_BOUND = 2e-3
@@ -27,7 +28,7 @@ def nan_filled_buffers(monkeypatch):
         garbage = float("nan") if dtype.is_floating_point else -7  # what a row never written would hold
         return torch.full(shape, garbage, dtype=dtype, device=device)
 
-    monkeypatch.setattr(chunk, "_empty", nan_empty)
+    monkeypatch.setattr(chunk_common, "_empty", nan_empty)
 
 
 def _run_both(inputs):
@@ -224,7 +225,7 @@ def test_the_gpu_default_splits_one_long_sequence_to_fill_the_gpu_in_one_wave(T)
     segments = -(-chunks // cfg.seg_chunks)
     programs = segments * 32 * -(-128 // cfg.block_v)
     assert cfg.seg_chunks >= 4
-    assert chunk._SM_COUNT_HINT < programs <= 2 * chunk._SM_COUNT_HINT or cfg.seg_chunks == 4
+    assert chunk_common._SM_COUNT_HINT < programs <= 2 * chunk_common._SM_COUNT_HINT or cfg.seg_chunks == 4
     assert cfg.state_stages == 2
 
 
@@ -297,7 +298,7 @@ def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(
     from stampgen.kernels.gdn import chunk_intra_gluon
 
     gluon_launches = []
-    monkeypatch.setattr(chunk, "_gluon_intra", lambda k, config: gluon_intra)
+    monkeypatch.setattr(chunk_intra, "_gluon_intra", lambda k, config: gluon_intra)
     monkeypatch.setattr(chunk_intra_gluon, "launch", lambda *a, **kw: gluon_launches.append(a))
     N = len(seqlens)
     inputs = make_inputs("prefill", N=N, H=1, HV=2, K=16, V=16, seqlens=seqlens, seed=3)
@@ -322,17 +323,17 @@ def test_tensor_descriptor_and_pointer_tiles_give_the_same_prefill(monkeypatch):
     cfg = chunk.launch_config(494, 4, 4, 32)._replace(seg_chunks=2)
     monkeypatch.setattr(chunk, "launch_config", lambda *args, **kwargs: cfg)
     made = []
-    real = chunk._tile_descriptors
+    real = chunk_tma.tile_descriptors
 
     def counting(*args):
         made.append(real(*args))
         return made[-1]
 
-    monkeypatch.setattr(chunk, "_tile_descriptors", counting)
+    monkeypatch.setattr(chunk_tma, "tile_descriptors", counting)
     via_tma = clone_inputs(inputs)
     o_tma = gdn.prefill(**via_tma, backend="triton")
     assert made and made[0] is not None
-    monkeypatch.setattr(chunk, "_tile_descriptors", lambda *args: None)
+    monkeypatch.setattr(chunk_tma, "tile_descriptors", lambda *args: None)
     via_ptr = clone_inputs(inputs)
     o_ptr = gdn.prefill(**via_ptr, backend="triton")
     assert rel_rmse(o_tma, o_ptr) <= 1e-6

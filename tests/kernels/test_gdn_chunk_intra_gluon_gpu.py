@@ -10,7 +10,7 @@ import pytest
 import torch
 from gdn_inputs import make_inputs, rel_rmse
 
-from stampgen.kernels.gdn import chunk
+from stampgen.kernels.gdn import chunk, chunk_intra
 
 pytestmark = [
     pytest.mark.gpu,
@@ -40,7 +40,7 @@ def _launch_both(inputs):
     T, HV = inputs["g"].shape
     config = chunk.launch_config(T, inputs["state_indices"].shape[0], HV, inputs["v"].shape[2])
     tbeta_t, gates_t, schedule_t = chunk._launch_intra(*args, config._replace(gluon_intra=False))
-    tbeta, gates = (x.fill_(float("nan")) for x in chunk._intra_outputs(k, T, HV))
+    tbeta, gates = (x.fill_(float("nan")) for x in chunk_intra._intra_outputs(k, T, HV))
     assert chunk_intra_gluon.supported(k)
     chunk_intra_gluon.launch(*args, tbeta, gates)
     # as the Triton passes get it: the schedule from a launch of the Triton kernel that writes it alone

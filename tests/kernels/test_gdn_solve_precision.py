@@ -1,4 +1,4 @@
-"""The intra launch's 16-bit solve (``chunk._intra_chunk``, ``SOLVE_16``, and ``chunk_intra_gluon``: the
+"""The intra launch's 16-bit solve (``chunk_intra._intra_chunk``, ``SOLVE_16``, and ``chunk_intra_gluon``: the
 four 64×64 dots of (I + A)⁻¹ on fp16 operands for 16-bit inputs) is accurate enough: emulated in torch
 (operands rounded, exact products, fp32 sums) its Tβ stays within a fifth of the rounding that storing Tβ
 in the input dtype costs anyway, except on correlated keys stored in fp16, where it is about that

@@ -1,0 +1,109 @@
+"""How the chunked GDN prefill's launches are shaped: ``LaunchConfig`` and ``launch_config``, the
+measured choice for a call's shape (no autotuning; why each choice: ``launch_config``'s docstring).
+
+Host code only; it imports ``chunk_gluon`` (for the size of its grid) only where the Gluon pass can run.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import triton
+
+from stampgen.kernels.gdn.chunk_common import _INTERPRET, _SM_COUNT_HINT, CHUNK
+
+
+class LaunchConfig(NamedTuple):
+    """How the launches are shaped (no autotuning: the state pass updates the pool in place, so a
+    benchmark run of it would apply the update several times)."""
+
+    block_v: int  # V (and M-column) tile of the segment and state passes
+    state_warps: int
+    state_stages: int  # software-pipelining stages of the state pass
+    intra_warps: int
+    seg_chunks: int  # chunks per segment; a sequence of at most this many chunks is not split
+    # The segment pass holds two programs per SM at two stages too (72 KiB of shared memory; registers
+    # are its limit), so it always pipelines its loads (64k tokens: 4.26 ms against 4.54 at one stage,
+    # two runs).
+    segment_stages: int = 2
+    # A register cap for the intra launch (Triton's ``maxnreg``): uncapped it takes 167 registers (three
+    # programs per SM); capped at 128 it holds four, with no spills (gdn_kernel_resources.py). None: no cap.
+    intra_maxnreg: int | None = None
+    # The same for the segment pass: capped at 168 (with some spills) it holds three programs per SM,
+    # so the (M, B) tiles of four segments (10 per value head) run in one wave instead of 1.2.
+    segment_maxnreg: int | None = None
+    # The carry launch (one program per split sequence and V tile, ~15 µs at 16k tokens, Nsight Compute:
+    # latency-bound at 0.34 instructions per cycle). One stage: Triton's default three, to pipeline the
+    # K×K loads of M, need 240 KiB of shared memory, more than an SM has; two fit (176 KiB, no spills)
+    # and so do 8 warps (no spills), but neither moved the total by more than 1% (measured, H200).
+    carry_warps: int = 4
+    carry_stages: int = 1
+    # The segment, carry and state passes replaced by ``chunk_gluon``'s one Gluon kernel (sm_90, 16-bit
+    # q/k/v, ``chunk_gluon.supported``; every sequence unsplit, so worth it when its programs run in one
+    # wave: ``launch_config``).
+    gluon_state: bool = False
+    # With ``gluon_state`` (intra launch before it): the state pass launched as a programmatic dependent
+    # of the intra launch (PDL), so its programs take the SMs the intra launch's last wave leaves and
+    # read their pool rows while it ends; they wait for it (``griddepcontrol.wait``) before reading Tβ.
+    # Measured: 1.2 / 1.6 / 0.7% less time at 4k / 16k / 64k tokens (benchmarks/RESULTS.md).
+    gluon_pdl: bool = False
+    # The intra launch is ``chunk_intra_gluon``'s where it applies (sm_90, bf16 keys:
+    # ``chunk_intra_gluon.supported``), the same math with its layouts stated; before the Triton passes a
+    # launch of the Triton kernel writes their schedule first. Measured: 8–9% less time on one sequence
+    # of 4k–64k tokens (Gluon state pass) and 10% on 16×2048 (Triton passes) than with the Triton intra
+    # launch (benchmarks/RESULTS.md).
+    gluon_intra: bool = False
+
+
+_PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
+
+
+def launch_config(
+    num_tokens: int, num_seqs: int, num_v_heads: int, v_dim: int, *, interpret: bool = _INTERPRET
+) -> LaunchConfig:
+    """The configuration for a prefill of ``num_tokens`` tokens in ``num_seqs`` sequences. Why each
+    choice, as measured on the H200 (``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes):
+
+    - V tile 64. Triton 3.6 on sm_90 miscompiles the state pass at BV = 32 with one stage (outputs off
+      by 89 % rel RMSE); at two stages BV = 32 is right but slower (4.10 against 3.61 ms at 64k tokens,
+      1.42 against 1.25 on 16×2048).
+    - A long sequence is cut into ``2·SMs // tiles`` segments (4 at HV = 32, V = 128), so the state
+      pass fills the GPU in one wave at two programs per SM (4.52 ms at 64k tokens, against 4.62 with
+      five segments carried inside the state pass and 4.92 unsplit, on an earlier form of the passes);
+      never shorter than four chunks. More segments than that were 5–38% slower.
+    - Two pipelining stages in the state pass: with P made in the pass, two programs per SM still fit
+      (105 KiB of shared memory each), 3–8 % faster than one stage. At two stages Triton issues the
+      next chunk's copies at the end of a step and waits for them at the top of the next, so they hide
+      little (Nsight Compute); three stages would hide them behind a whole step but leave one program
+      per SM (153.5 KiB) and were 1.28–1.38× slower.
+    - The intra launch runs on 4 warps (8: 1.8× slower), capped at 128 registers: four programs per SM,
+      no spills (1–3.4 % faster than at 168, three per SM).
+    - The segment pass capped at 168 registers (some spills): three programs per SM, so a long
+      sequence's (M, B) tiles run in one wave (3 % faster at 16k and 64k tokens, equal at 4k and on
+      16×2048).
+
+    - The Gluon state pass (``gluon_state``, the intra launch before it) where its programs — (V tile
+      of 32, value head, sequence), every sequence unsplit, one per SM — fit in one wave with an SM to
+      spare: one long sequence at Qwen3-Next's 32 value heads (0.155 / 0.591 / 2.306 ms at 4k / 16k /
+      64k tokens against 0.194 / 0.665 / 2.522 for the Triton passes). Where they do not, the Triton
+      passes, which split long sequences and run short ones two programs per SM (16×2048: 2048 Gluon
+      programs, 1.162 against 0.948 ms). Only where ``chunk_gluon.supported`` holds (sm_90, 16-bit
+      inputs). With it the state pass is the intra launch's programmatic dependent (``gluon_pdl``:
+      0.7–1.6% less).
+    - The intra launch in Gluon (``gluon_intra``) wherever it applies (sm_90, bf16), before either
+      state pass: 8–9% less time on one sequence, 10% on 16×2048.
+    """
+    if interpret:
+        return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
+    block_v = 64
+    tiles = num_v_heads * triton.cdiv(v_dim, block_v)
+    slots = _PROGRAMS_PER_SM * _SM_COUNT_HINT
+    segments = max(1, slots // tiles)
+    seg_chunks = max(4, triton.cdiv(triton.cdiv(num_tokens, CHUNK), segments))
+    from stampgen.kernels.gdn import chunk_gluon  # imported here: where Gluon applies
+
+    gluon = chunk_gluon.programs(num_v_heads, v_dim, num_seqs) < _SM_COUNT_HINT
+    return LaunchConfig(
+        block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
+        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True,
+    )  # fmt: skip
