@@ -338,7 +338,8 @@ def fi_kda_kernel_maker(phase, s):
     if phase == "verify":
         raise NotImplementedError("recurrent_kda writes no intermediate states (the fi row runs D calls)")
     initial = s["state_pool"][s["state_indices"].long()].contiguous()
-    q, k, v, g, beta = s["q"], s["k"], s["v"], s["g"], s["beta"]
+    q, k, v = s["q"], s["k"], s["v"]
+    g, beta = s["g"].to(torch.bfloat16), s["beta"].to(torch.bfloat16)  # recurrent_kda takes bf16 gates
     if phase == "decode":
         q, k, v, g, beta, cu = q[:, None], k[:, None], v[:, None], g[:, None], beta[:, None], None
     else:

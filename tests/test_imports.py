@@ -161,6 +161,7 @@ def test_an_importing_module_takes_the_vocabulary_from_the_modules_that_declare_
     assert "from .common import Backend, RunnerFacts, _as_backend\n" in gdn
     assert "from .more import Pool, _as_pool\n" in gdn
     assert "class Backend(" not in gdn and "class RunnerFacts(" not in gdn and "class Pool(" not in gdn
+
     def forget_gen() -> None:  # another test may have imported a package named gen from elsewhere
         for name in [m for m in sys.modules if m == "gen" or m.startswith("gen.")]:
             del sys.modules[name]

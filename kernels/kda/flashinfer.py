@@ -10,7 +10,8 @@ call without it (or without an SM90+ GPU) raises ``KernelUnavailableError`` sayi
 
 What the adapters do with our inputs:
 
-* the gate is passed as our log-space fp32 ``g`` with ``use_gate_in_kernel=False`` (no ``A_log``,
+* the gate is passed as our log-space ``g``, rounded to bf16 (as ``beta`` is: ``recurrent_kda``
+  takes every per-token input in bf16), with ``use_gate_in_kernel=False`` (no ``A_log``,
   ``dt_bias``, ``lower_bound``: the activation, plain or safe, happened before the op), ``beta`` after the
   sigmoid (``beta_is_logit=False``), q and k not re-normalised (``use_qk_l2norm_in_kernel=False``), our
   ``scale``;
@@ -110,13 +111,17 @@ def _scatter(state_pool: torch.Tensor, state_indices: torch.Tensor, states: torc
 
 
 def _call(q, k, v, g, beta, initial, scale, cu_seqlens=None):
-    """(o [B, T, HV, V], final states [N, HV, V, K]) of ``recurrent_kda`` on batch-first inputs."""
+    """(o [B, T, HV, V], final states [N, HV, V, K]) of ``recurrent_kda`` on batch-first inputs.
+
+    ``recurrent_kda`` takes every per-token input in bf16 (it raises ``TypeError`` on our fp32 ``g``
+    and ``beta``), so the gate and beta are rounded to bf16 here; the state stays fp32.
+    """
     o, final = _recurrent_kda()(
         q,
         k,
         v,
-        g,
-        beta,
+        g.to(torch.bfloat16),
+        beta.to(torch.bfloat16),
         scale=scale,
         initial_state=initial,
         output_final_state=True,

@@ -188,6 +188,44 @@ def test_triton_prefill_with_padding_outputs_zeros_and_writes_no_slot():
     assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
 
 
+@pytest.mark.parametrize(
+    "seqlens,pad",
+    [([32], 0), ([16, 17, 31, 33], 0), ([97, 0, 1, 64], 1), ([0, 0, 5, 40], 2)],
+    ids=["one-chunk", "sub-chunk-edges", "many-chunks-padded", "leading-empties-two-pads"],
+)
+def test_triton_prefill_at_chunk_and_sub_chunk_edges_with_the_chunk_map(seqlens, pad):
+    pytest.importorskip("stampgen.kernels.kda.chunk")  # needs triton
+    # Chunks of 32 = two sub-chunks of 16: lengths around 16 and 32 leave the second sub-chunk empty or
+    # partial; K = 64 takes several key blocks, V = 48 ragged V tiles; empty and padded sequences leave
+    # repeats in the chunk offsets, and the intra grid's upper bound leaves programs past the last chunk.
+    before, ref, tri, o_ref, o_tri = run_both(
+        "prefill", N=len(seqlens), H=1, HV=2, K=64, V=48, seqlens=seqlens, pad=pad, seed=18
+    )
+    assert torch.isfinite(o_tri).all() and torch.isfinite(tri["state_pool"]).all()
+    assert rel_rmse(o_tri, o_ref) <= FP32_BOUND
+    assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
+    cu = before["cu_seqlens"].tolist()
+    for n, slot in enumerate(before["state_indices"].tolist()):
+        if slot < 0:
+            assert torch.all(o_tri[cu[n] : cu[n + 1]] == 0)
+    untouched = untouched_slots(before)
+    assert torch.equal(tri["state_pool"][untouched], before["state_pool"][untouched])
+
+
+@pytest.mark.parametrize("g", [-60.0, -5.0, -1e-4])
+def test_the_prefill_under_extreme_uniform_gates(g):
+    # g = −60: a 16-token sub-chunk decays by e^−960; the factors through the reference row,
+    # exp(γ_i − γ_r) and exp(γ_r − γ_j), must underflow to 0, never overflow.
+    pytest.importorskip("stampgen.kernels.kda.chunk")  # needs triton
+    inputs = kda_inputs("prefill", N=2, H=1, HV=2, K=32, V=16, seqlens=[45, 16], seed=19)
+    inputs["g"] = torch.full_like(inputs["g"], g)
+    ref, tri = clone_inputs(inputs), clone_inputs(inputs)
+    o_ref, o_tri = kda.prefill(**ref, backend="torch"), kda.prefill(**tri, backend="triton")
+    assert torch.isfinite(o_tri).all() and torch.isfinite(tri["state_pool"]).all()
+    assert rel_rmse(o_tri, o_ref) <= FP32_BOUND
+    assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
+
+
 def test_a_zero_length_sequence_leaves_its_slot_bit_identical():
     before, _, tri, _, _ = run_both("prefill", N=3, **SHAPE, seqlens=[4, 0, 5], seed=7)
     slot = before["state_indices"][1].item()

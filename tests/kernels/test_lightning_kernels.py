@@ -182,6 +182,29 @@ def test_triton_prefill_with_padding_and_gqa_heads():
     assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
 
 
+@pytest.mark.parametrize(
+    "seqlens,pad",
+    [([64], 0), ([200, 1, 0, 64, 129], 1), ([0, 0, 3], 0), ([65, 63, 0, 130], 2)],
+    ids=["one-chunk", "many-chunks-padded", "leading-empties", "varlen-two-pads"],
+)
+def test_triton_prefill_with_state_tiles_and_the_chunk_map(seqlens, pad):
+    # K = 64 splits the state pass into several K tiles (32 wide under the interpreter), V = 48 into
+    # ragged V tiles; empty and padded sequences leave gaps and repeats in the chunk offsets, and the
+    # output grid's upper bound on the chunk count leaves programs past the last chunk.
+    before, ref, tri, o_ref, o_tri = run_both(
+        "prefill", N=len(seqlens), H=1, HV=2, K=64, V=48, seqlens=seqlens, pad=pad, gate="strong", seed=17
+    )
+    assert torch.isfinite(o_tri).all() and torch.isfinite(tri["state_pool"]).all()
+    assert rel_rmse(o_tri, o_ref) <= FP32_BOUND
+    assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
+    cu = before["cu_seqlens"].tolist()
+    for n, slot in enumerate(before["state_indices"].tolist()):
+        if slot < 0:
+            assert torch.all(o_tri[cu[n] : cu[n + 1]] == 0)
+    untouched = untouched_slots(before)
+    assert torch.equal(tri["state_pool"][untouched], before["state_pool"][untouched])
+
+
 def test_a_zero_length_sequence_leaves_its_slot_bit_identical():
     before, _, tri, _, _ = run_both("prefill", N=3, **SHAPE, seqlens=[4, 0, 5], seed=7)
     slot = before["state_indices"][1].item()
