@@ -127,8 +127,22 @@ def test_a_gpu_the_rules_do_not_describe_is_a_clear_error_not_a_traceback(monkey
 
 
 def test_every_pair_says_what_its_accept_length_should_be_and_why(output):
-    assert output.count("expected about 1: the draft's MTP layer has seeded random weights") == 2
+    assert output.count("expected about 1: the draft's MTP layer has seeded random weights") == 3
     assert "expected D + 1 = 5: self-speculating, the draft holds the target's weights" in output
+
+
+def test_the_lightning_pair_runs_its_target_through_the_lightning_consumer(output):
+    assert "== process 4: BailingMoeV2_5ForCausalLM + BailingMoeForCausalLMNextN" in output
+    assert "runner 'target': BailingMoeV2_5ForCausalLM (target, family lightning)" in output
+    assert "LightningAttentionBackend     prefill=torch decode=torch verify=torch" in output
+    accept, draft_tokens = accept_lengths(output)["BailingMoeForCausalLMNextN"]
+    assert 1.0 <= accept <= draft_tokens + 1
+
+
+def test_the_lightning_kernel_is_the_backend_when_lightning_has_it_else_triton():
+    assert demo.lightning_kernel_backend("torch") == "torch"
+    assert demo.lightning_kernel_backend("triton") == "triton"
+    assert demo.lightning_kernel_backend("flashinfer") == "triton"
 
 
 def test_make_demo_runs_the_module_with_its_args():

@@ -11,15 +11,22 @@ from __future__ import annotations
 import pytest
 import torch
 
-from stampgen.generated.linear_attn import LaunchFacts
-from stampgen.kernels import gdn
+from stampgen.generated.linear_attn import LaunchFacts, RuleViolationError
+from stampgen.kernels import gdn, kda, lightning
+from stampgen.kernels._validation import KernelUnavailableError
+from stampgen.kernels.backends import KDAAttnBackend, LightningAttentionBackend
 from stampgen.kernels.runtime import MambaConfig, ProcessConfig, ServerConfig, launch
 from stampgen.kernels.runtime.layers import (
     ForwardMode,
     GatedDeltaNet,
+    KimiDeltaAttention,
     LayerType,
+    LightningAttention,
     SparseMoeBlock,
+    minimax_slopes,
+    tiny_bailing_v2_5_config,
     tiny_deepseek_v4_config,
+    tiny_kimi_linear_config,
     tiny_qwen3_next_config,
 )
 from stampgen.kernels.runtime.loader import make_checkpoint
@@ -52,7 +59,9 @@ def worker(arch="Qwen3NextForCausalLM", hf_config=None, *, config=None, seed=0, 
         "target",
         ARCHS[arch],
         process_config=config or launched(),
-        runner_facts=CPU,
+        runner_facts=dict(
+            CPU, head_k_dim=hf_config.linear_key_head_dim, head_v_dim=hf_config.linear_value_head_dim
+        ),
         hf_config=hf_config,
         checkpoint=checkpoint,
         **kwargs,
@@ -206,3 +215,126 @@ def test_every_gdn_layer_keeps_its_own_state_pool_and_conv_state():
     states = [w.pools.ssm[layer.layer_id][1] for layer in gdn_layers]
     assert all(s.abs().sum() > 0 for s in states) and not torch.equal(states[0], states[1])
     assert not w.pools.ssm[gdn_layers[0].layer_id][0].any()  # slot 0 is the null slot
+
+
+# --------------------------------------------------------------------------------------------- KDA, lightning
+
+# KDA verify runs triton, nv_cutedsl or flashinfer (rules/linear_attn.rules, validate KDAAttnBackend): a
+# Kimi-Linear runner on the CPU gets the torch reference for prefill and decode and triton for verify.
+KDA_TORCH = MambaConfig(linear_attn_backend="torch")
+KIMI = ("KimiLinearForCausalLM", tiny_kimi_linear_config())
+BAILING = ("BailingMoeV2_5ForCausalLM", tiny_bailing_v2_5_config())
+
+
+def kimi(mamba: MambaConfig = KDA_TORCH) -> ModelWorker:
+    return worker(*KIMI, config=launched(mamba))
+
+
+def recording(monkeypatch, module, phase, calls):
+    """Record the backend= of every ``module.<phase>`` call and run it on the torch reference."""
+    original = getattr(module, phase)
+
+    def record(*args, backend, **kwargs):
+        calls.append(backend)
+        return original(*args, backend="torch", **kwargs)
+
+    monkeypatch.setattr(module, phase, record)
+
+
+def test_the_kimi_linear_target_has_kda_layers_a_full_attention_layer_and_moe_with_a_shared_expert():
+    model = kimi().model
+    assert model.layer_types == (
+        LayerType.LINEAR_ATTENTION,
+        LayerType.LINEAR_ATTENTION,
+        LayerType.FULL_ATTENTION,
+    )
+    mixers = [layer.mixer for layer in model.model.layers]
+    assert all(isinstance(m, KimiDeltaAttention) for m in mixers[:2])
+    assert mixers[0].dt_bias.shape == (mixers[0].HV * mixers[0].K,)  # a gate per key channel
+    for layer in model.model.layers:  # one ungated shared expert: Kimi Linear's hook lets it fuse
+        assert isinstance(layer.mlp, SparseMoeBlock) and layer.mlp.fused
+
+
+def test_the_kda_gate_is_per_key_channel_in_log_space():
+    layer = kimi().model.model.layers[0].linear_attn
+    x = torch.randn(5, tiny_kimi_linear_config().hidden_size)
+    g, beta = layer._gates(x)
+    assert g.shape == (5, layer.HV, layer.K) and g.dtype == torch.float32 and bool((g <= 0).all())
+    assert beta.shape == (5, layer.HV) and bool(((beta > 0) & (beta < 1)).all())
+
+
+def test_the_runners_kda_backend_binds_torch_on_the_cpu_and_the_kda_layers_run_it(monkeypatch):
+    w = kimi()
+    assert isinstance(w.linear_attn, KDAAttnBackend)
+    assert dict(w.linear_attn.kernel_backends) == {"prefill": "torch", "decode": "torch", "verify": "triton"}
+    prefills: list[str] = []
+    decodes: list[str] = []
+    recording(monkeypatch, kda, "prefill", prefills)
+    recording(monkeypatch, kda, "decode", decodes)
+    prefill_logits(w, PROMPTS)
+    w.forward(ForwardMode.DECODE, [1, 2, -1], [[3], [4], None])
+    assert prefills == ["torch", "torch"] and decodes == ["torch", "torch"]  # one call per KDA layer
+
+
+def test_kda_layers_run_the_kernel_the_stamp_names_and_nothing_else(monkeypatch):
+    w = kimi(MambaConfig(linear_attn_backend="torch", linear_attn_prefill_backend="triton"))
+    assert w.linear_attn.kernel_backends["prefill"] == "triton"
+    calls: list[str] = []
+    recording(monkeypatch, kda, "prefill", calls)  # the recorder runs the stamped triton on the reference
+    prefill_logits(w, PROMPTS)
+    assert calls == ["triton", "triton"]
+
+
+def test_a_stamp_naming_a_backend_without_a_kda_kernel_is_refused_when_the_runner_is_built():
+    with pytest.raises(KernelUnavailableError, match="prefill=flashkda has no KDA prefill kernel"):
+        kimi(MambaConfig(linear_attn_backend="torch", linear_attn_prefill_backend="flashkda"))
+
+
+def test_the_rules_refuse_a_torch_verify_for_kda():
+    with pytest.raises(RuleViolationError, match="KDA verify supports triton, nv_cutedsl and flashinfer"):
+        kimi(EVERY_PHASE_TORCH)
+
+
+def test_a_kda_layer_refuses_another_ops_consumer():
+    w = kimi()
+    w.linear_attn = worker().linear_attn  # the Qwen3-Next runner's GDNAttnBackend
+    with pytest.raises(RuntimeError, match="runs gdn kernels, not kda"):
+        prefill_logits(w, PROMPTS[:1])
+    with pytest.raises(ValueError, match="has KDA layers"):
+        ModelWorker(w.loaded, worker().linear_attn, slots=4, max_len=32, device="cpu", dtype=torch.float32)
+
+
+def test_lightning_layers_run_the_kernel_the_model_config_names(monkeypatch):
+    w = worker(*BAILING)
+    assert isinstance(w.linear_attn, LightningAttentionBackend)
+    assert dict(w.linear_attn.kernel_backends) == dict.fromkeys(("prefill", "decode", "verify"), "torch")
+    mixers = [layer.mixer for layer in w.model.model.layers[:2]]
+    assert all(isinstance(m, LightningAttention) for m in mixers)
+    torch.testing.assert_close(mixers[1].decay, -minimax_slopes(2, 1, 3))  # g = -slope, per layer
+    assert not w.pools.conv  # lightning has no conv state
+    calls: list[str] = []
+    recording(monkeypatch, lightning, "prefill", calls)
+    prefill_logits(w, PROMPTS)
+    assert calls == ["torch", "torch"]
+
+
+def test_a_model_config_naming_a_backend_without_a_lightning_kernel_is_refused():
+    config = tiny_bailing_v2_5_config(lightning_kernel_backend="flashinfer")
+    with pytest.raises(KernelUnavailableError, match="no 'flashinfer' kernel"):
+        worker(BAILING[0], config)
+
+
+@pytest.mark.parametrize(("arch", "hf_config"), [KIMI, BAILING], ids=["kda", "lightning"])
+def test_kda_and_lightning_decode_and_padding_continue_a_prefill_exactly(arch, hf_config):
+    w = worker(arch, hf_config, config=launched(KDA_TORCH))
+    sequence = PROMPTS[1]
+    (whole,) = prefill_logits(w, [sequence])
+    batched = prefill_logits(w, [PROMPTS[0], None, sequence[:4]], slots=[2, -1, 1])
+    (alone,) = prefill_logits(w, [PROMPTS[0]], slots=[3])
+    torch.testing.assert_close(batched[0], alone, rtol=1e-4, atol=1e-4)
+    prefill_logits(w, [sequence[:4]])
+    stepwise = []
+    for token in sequence[4:]:
+        logits, _, _ = w.forward(ForwardMode.DECODE, [1, -1], [[token], None])
+        stepwise.append(logits[0])
+    torch.testing.assert_close(torch.stack(stepwise), whole[4:], rtol=1e-4, atol=1e-4)

@@ -11,8 +11,16 @@ import pytest
 import torch
 
 from stampgen.generated.linear_attn import LaunchFacts
+from stampgen.kernels import kda
+from stampgen.kernels.backends import KDAAttnBackend, LightningAttentionBackend
 from stampgen.kernels.runtime import MambaConfig, ProcessConfig, ServerConfig, launch
-from stampgen.kernels.runtime.layers import ForwardMode, tiny_deepseek_v4_config, tiny_qwen3_next_config
+from stampgen.kernels.runtime.layers import (
+    ForwardMode,
+    tiny_bailing_v2_5_config,
+    tiny_deepseek_v4_config,
+    tiny_kimi_linear_config,
+    tiny_qwen3_next_config,
+)
 from stampgen.kernels.runtime.loader import make_checkpoint
 from stampgen.kernels.runtime.models import ARCHS
 from stampgen.kernels.runtime.speculative import (
@@ -49,20 +57,26 @@ PAIRS = {
     "Qwen3NextForCausalLMMTP": ("Qwen3NextForCausalLM", tiny_qwen3_next_config()),
     "DeepseekV4ForCausalLMNextN": ("DeepseekV4ForCausalLM", tiny_deepseek_v4_config()),
     "DeepseekV4ForCausalLMDSpark": ("DeepseekV4ForCausalLM", tiny_deepseek_v4_config()),
+    "BailingMoeForCausalLMNextN": ("BailingMoeV2_5ForCausalLM", tiny_bailing_v2_5_config()),
 }
+# KDA verifies with triton, nv_cutedsl or flashinfer (rules/linear_attn.rules): its pair is tested apart,
+# with a recorder that runs the stamped triton verify on the torch reference.
+KIMI = {"KimiLinearForCausalLMMTP": ("KimiLinearForCausalLM", tiny_kimi_linear_config())}
 
 
-def pair(draft_arch, hf_config=None, *, seed=0):
-    target_arch, default_config = PAIRS[draft_arch]
+def pair(draft_arch, hf_config=None, *, seed=0, mamba=None):
+    target_arch, default_config = {**PAIRS, **KIMI}[draft_arch]
     hf_config = hf_config or default_config
     config = ProcessConfig(
-        mamba=MambaConfig(linear_attn_backend="torch", linear_attn_verify_backend="torch"),
+        mamba=mamba or MambaConfig(linear_attn_backend="torch", linear_attn_verify_backend="torch"),
         server=ServerConfig(chunked_prefill_size=8192, speculative_algorithm="nextn", speculative_topk=1),
     )
     launch(config, LaunchFacts(sm=0, cuda=0, kimi_k3=False))
     common = dict(
         process_config=config,
-        runner_facts=CPU,
+        runner_facts=dict(
+            CPU, head_k_dim=hf_config.linear_key_head_dim, head_v_dim=hf_config.linear_value_head_dim
+        ),
         hf_config=hf_config,
         checkpoint=make_checkpoint(ARCHS[target_arch], hf_config, seed=seed),
         slots=len(PROMPTS) + 1,
@@ -88,6 +102,40 @@ def test_speculative_decoding_produces_the_targets_greedy_output_token_for_token
     result = generate_speculative(target, draft, PROMPTS, max_new_tokens=NEW_TOKENS, draft_tokens=3)
     assert result.outputs == greedy
     assert all(len(out) == NEW_TOKENS for out in greedy)
+
+
+def test_the_lightning_target_verifies_through_its_consumer_and_commits_between_1_and_d_plus_1():
+    target, draft = pair("BailingMoeForCausalLMNextN")
+    assert isinstance(target.linear_attn, LightningAttentionBackend) and draft.linear_attn is None
+    for draft_tokens in (1, 4):
+        result = generate_speculative(
+            target, draft, PROMPTS, max_new_tokens=NEW_TOKENS, draft_tokens=draft_tokens
+        )
+        assert result.outputs == generate_greedy(target, PROMPTS, max_new_tokens=NEW_TOKENS)
+        assert all(1 <= n <= draft_tokens + 1 for n in result.accept_lengths)
+
+
+def test_the_kimi_linear_pair_verifies_with_the_stamped_kda_kernel_and_matches_greedy(monkeypatch):
+    calls: list[str] = []
+    original = kda.verify
+
+    def recording_verify(*args, backend, **kwargs):
+        calls.append(backend)
+        return original(*args, backend="torch", **kwargs)
+
+    monkeypatch.setattr(kda, "verify", recording_verify)
+    target, draft = pair("KimiLinearForCausalLMMTP", mamba=MambaConfig(linear_attn_backend="torch"))
+    assert isinstance(target.linear_attn, KDAAttnBackend) and draft.linear_attn is None
+    assert dict(target.linear_attn.kernel_backends) == {
+        "prefill": "torch",
+        "decode": "torch",
+        "verify": "triton",
+    }
+    greedy = generate_greedy(target, PROMPTS, max_new_tokens=NEW_TOKENS)
+    result = generate_speculative(target, draft, PROMPTS, max_new_tokens=NEW_TOKENS, draft_tokens=3)
+    assert result.outputs == greedy
+    assert all(1 <= n <= 4 for n in result.accept_lengths)
+    assert calls == ["triton"] * (2 * result.steps)  # each verify step: one call per KDA layer
 
 
 def test_the_hybrid_gdn_target_verifies_with_intermediate_states_and_still_matches_greedy(qwen3_next):

@@ -45,11 +45,16 @@ from stampgen.generated.linear_attn import (
     resolve_linear_attn_backends_with_provenance,
 )
 from stampgen.kernels._validation import KernelUnavailableError
-from stampgen.kernels.backends import ModelFamilyError
+from stampgen.kernels.backends import LightningAttentionBackend, ModelFamilyError
 from stampgen.kernels.runtime import facts as detect
 from stampgen.kernels.runtime import models
 from stampgen.kernels.runtime.config import LaunchError, MambaConfig, ProcessConfig, ServerConfig, launch
-from stampgen.kernels.runtime.layers import TinyConfig, tiny_deepseek_v4_config, tiny_qwen3_next_config
+from stampgen.kernels.runtime.layers import (
+    TinyConfig,
+    tiny_bailing_v2_5_config,
+    tiny_deepseek_v4_config,
+    tiny_qwen3_next_config,
+)
 from stampgen.kernels.runtime.loader import FUSION_HOOK, LoaderConfig, LoaderError, make_checkpoint
 from stampgen.kernels.runtime.runner import RunnerFactsError
 from stampgen.kernels.runtime.speculative import (
@@ -133,6 +138,13 @@ PAIRS = (
         "dspark",
         _SELF_SPECULATING,
     ),
+    DemoPair(
+        "BailingMoeV2_5ForCausalLM",
+        "BailingMoeForCausalLMNextN",
+        tiny_bailing_v2_5_config,
+        "nextn",
+        _RANDOM_DRAFT,
+    ),
 )
 
 
@@ -181,6 +193,12 @@ def device_facts(device: torch.device, config: TinyConfig) -> tuple[LaunchFacts,
     except ValueError as exc:
         raise MachineNotDescribedError(f"{device}: {exc}") from exc
     return launch_facts, runner
+
+
+def lightning_kernel_backend(backend: str) -> str:
+    """The ``kernels.lightning`` backend a lightning pair's model config names: ``--backend`` when lightning
+    has it (torch, triton), else triton. Lightning reads no stamp (its kernel is the model config's)."""
+    return backend if ("prefill", backend) in LightningAttentionBackend.KERNELS else "triton"
 
 
 def process_config_for(args: argparse.Namespace, pair: DemoPair) -> ProcessConfig:
@@ -493,6 +511,8 @@ def _run(args: argparse.Namespace, out: TextIO) -> int:
         )
         for number, pair in enumerate(pairs, 1):
             hf_config = pair.config(enforce_shared_experts_fusion=args.enforce_shared_experts_fusion)
+            if hf_config.linear_attn_op == "lightning":
+                hf_config = hf_config.replace(lightning_kernel_backend=lightning_kernel_backend(args.backend))
             prompts = [
                 torch.randint(1, hf_config.vocab_size, (n,), generator=generator).tolist() for n in lengths
             ]

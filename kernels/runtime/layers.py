@@ -3,13 +3,19 @@
 * :class:`HybridMoeForCausalLM` with Qwen3-Next's shape (:func:`tiny_qwen3_next_config`): Gated DeltaNet
   layers, one full-attention layer with a KV cache, and an MoE FFN of routed experts plus one gated shared
   expert in every layer; with DeepSeek-V4's (:func:`tiny_deepseek_v4_config`): full attention and an MoE
-  with an ungated shared expert, the one fusion matters for.
+  with an ungated shared expert, the one fusion matters for; with Kimi-Linear's
+  (:func:`tiny_kimi_linear_config`): Kimi Delta Attention layers (a gate per key channel) and one
+  full-attention layer; with a MiniMax-like lightning shape (:func:`tiny_bailing_v2_5_config`, the
+  registry's lightning entry ``BailingMoeV2_5ForCausalLM``): lightning attention layers and one
+  full-attention layer. The last two have an ungated shared expert.
 * :class:`MTPDraftModel`: an MTP / NextN draft layer, which borrows its target's embedding and LM head.
 
 Everything a layer reads at run time comes in a :class:`ForwardBatch`: the phase, the rows (one slot per
-sequence, ``-1`` for padding), the runner's pools, and the runner's linear-attention consumer. GDN layers
-call only that consumer (``GDNAttnBackend.prefill/decode/verify``), so their kernels are the ones the
-runner's stamp chose; a runner without one cannot run them. The MoE layers take their weight layout from
+sequence, ``-1`` for padding), the runner's pools, and the runner's linear-attention consumer. GDN and KDA
+layers call only that consumer (``GDNAttnBackend`` / ``KDAAttnBackend`` ``.prefill/decode/verify``), so
+their kernels are the ones the runner's stamp chose; lightning layers call only theirs
+(``LightningAttentionBackend``, whose kernel the model config names, not the stamp); a runner without the
+consumer of its layers' op cannot run them. The MoE layers take their weight layout from
 an :class:`ExpertsLayout`, which reads the runner's ``SharedExpertsFusionDecision`` through the generated
 guard (``rules/loader.rules``).
 
@@ -39,12 +45,16 @@ __all__ = [
     "ForwardBatch",
     "ForwardMode",
     "HybridMoeForCausalLM",
+    "KimiDeltaAttention",
     "LayerType",
+    "LightningAttention",
     "MTPDraftModel",
     "RunnerPools",
     "TinyConfig",
     "checkpoint_slots",
+    "tiny_bailing_v2_5_config",
     "tiny_deepseek_v4_config",
+    "tiny_kimi_linear_config",
     "tiny_qwen3_next_config",
 ]
 
@@ -76,7 +86,11 @@ class TinyConfig:
     num_key_value_heads: int = 2
     head_dim: int = 16
     rope_theta: float = 10000.0
-    # Gated DeltaNet (H, HV, K, V of docs/kernels.md)
+    # linear attention (H, HV, K, V of docs/kernels.md); linear_attn_op: which layers, "gdn", "kda" or
+    # "lightning"; lightning_kernel_backend: the kernels.lightning backend of lightning layers (their
+    # kernel comes from the model config, not from the linear-attention stamp)
+    linear_attn_op: str = "gdn"
+    lightning_kernel_backend: str = "torch"
     linear_num_key_heads: int = 2
     linear_num_value_heads: int = 4
     linear_key_head_dim: int = 128
@@ -118,12 +132,42 @@ def tiny_deepseek_v4_config(**changes: Any) -> TinyConfig:
     return config.replace(**changes)
 
 
+def tiny_kimi_linear_config(**changes: Any) -> TinyConfig:
+    """Kimi-Linear's shape: two KDA layers (H = HV, a decay per key channel) and a full-attention one; an
+    ungated shared expert."""
+    config = TinyConfig(
+        architectures=("KimiLinearForCausalLM",),
+        layer_types=(LayerType.LINEAR_ATTENTION, LayerType.LINEAR_ATTENTION, LayerType.FULL_ATTENTION),
+        linear_attn_op="kda",
+        linear_num_key_heads=2,
+        linear_num_value_heads=2,
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+    )
+    return config.replace(**changes)
+
+
+def tiny_bailing_v2_5_config(**changes: Any) -> TinyConfig:
+    """A MiniMax-like lightning shape (Ring-linear, ``BailingMoeV2_5ForCausalLM``): two lightning layers
+    (H = HV, the MiniMax slopes, no q/k norm, scale 1) and a full-attention one; an ungated shared expert."""
+    config = TinyConfig(
+        architectures=("BailingMoeV2_5ForCausalLM",),
+        layer_types=(LayerType.LINEAR_ATTENTION, LayerType.LINEAR_ATTENTION, LayerType.FULL_ATTENTION),
+        linear_attn_op="lightning",
+        linear_num_key_heads=2,
+        linear_num_value_heads=2,
+        linear_key_head_dim=64,
+        linear_value_head_dim=64,
+    )
+    return config.replace(**changes)
+
+
 # --------------------------------------------------------------------------------------------- pools
 
 
 class RunnerPools:
-    """One runner's memory: a GDN state pool and a conv-state pool per GDN layer, a KV cache per attention
-    layer, and the number of tokens each slot holds (``seq_lens``, shared by every layer).
+    """One runner's memory: a recurrent-state pool per linear-attention layer and a conv-state pool per GDN
+    or KDA layer (lightning has no conv), a KV cache per attention layer, and the number of tokens each slot holds (``seq_lens``, shared by every layer).
 
     Slot 0 is never handed out (a null slot, as FlashInfer's bf16 decode wants); padding rows use ``-1``.
     """
@@ -152,6 +196,8 @@ class RunnerPools:
             if layer_type is LayerType.LINEAR_ATTENTION:
                 shape = (slots, c.linear_num_value_heads, c.linear_value_head_dim, c.linear_key_head_dim)
                 self.ssm[layer_id] = torch.zeros(shape, dtype=torch.float32, device=device)
+                if c.linear_attn_op == "lightning":
+                    continue
                 width = c.linear_conv_kernel_dim - 1
                 self.conv[layer_id] = torch.zeros(slots, conv_dim, width, dtype=dtype, device=device)
             else:
@@ -201,11 +247,12 @@ class ForwardBatch:
     tokens_per_row: list[int]
     prefix_lens: list[int]
     pools: RunnerPools
-    linear_attn: Any  # the runner's GDN consumer (GDNAttnBackend), or None when it has none
+    linear_attn: Any  # the runner's linear-attention consumer (GDN/KDA/Lightning...Backend), or None
     device: torch.device
     verify_tokens: int | None = None
-    # What a verify pass keeps per GDN layer for the commit: (intermediate states, conv windows).
-    verified: dict[int, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    # What a verify pass keeps per linear-attention layer for the commit: (intermediate states, conv
+    # windows; None for lightning, which has no conv).
+    verified: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         offsets = [0]
@@ -295,6 +342,9 @@ class GatedDeltaNet(nn.Module):
     the GDN state after every verified token (``intermediate_states``) and the conv window.
     """
 
+    op = "gdn"  # the consumer's op these layers call (GDNAttnBackend.op)
+    label, consumer = "GDN", "GDNAttnBackend"
+
     def __init__(self, config: TinyConfig, layer_id: int) -> None:
         super().__init__()
         c = config
@@ -305,20 +355,27 @@ class GatedDeltaNet(nn.Module):
         self.key_dim, self.value_dim = self.H * self.K, self.HV * self.V
         conv_dim = 2 * self.key_dim + self.value_dim
         self.in_proj_qkvz = nn.Linear(c.hidden_size, 2 * self.key_dim + 2 * self.value_dim, bias=False)
-        self.in_proj_ba = nn.Linear(c.hidden_size, 2 * self.HV, bias=False)
         self.conv1d = nn.Conv1d(conv_dim, conv_dim, self.width, groups=conv_dim, bias=False)
-        self.A_log = nn.Parameter(torch.zeros(self.HV))
-        self.dt_bias = nn.Parameter(torch.zeros(self.HV))
+        self._init_gates(c)
         self.norm = RMSNorm(self.V, c.rms_norm_eps)
         self.out_proj = nn.Linear(self.value_dim, c.hidden_size, bias=False)
 
+    def _init_gates(self, c: TinyConfig) -> None:
+        self.in_proj_ba = nn.Linear(c.hidden_size, 2 * self.HV, bias=False)
+        self.A_log = nn.Parameter(torch.zeros(self.HV))
+        self.dt_bias = nn.Parameter(torch.zeros(self.HV))
+
+    def _gates(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``g: [T, HV]`` (log-space, fp32) and ``beta: [T, HV]`` (after the sigmoid, fp32)."""
+        b, a = torch.split(self.in_proj_ba(x).float(), [self.HV, self.HV], dim=-1)
+        g = -torch.exp(self.A_log.float()) * F.softplus(a + self.dt_bias.float())
+        return g, torch.sigmoid(b)
+
+    def _gate_output(self, o: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return self.norm(o) * F.silu(z)
+
     def forward(self, x: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
-        backend = batch.linear_attn
-        if backend is None:
-            raise RuntimeError(
-                f"GDN layer {self.layer_id}: this runner has no linear-attention consumer; GDN layers run "
-                "the kernels of the runner's stamp (attn_backend_wrapper builds a GDNAttnBackend)"
-            )
+        backend = _consumer_of(self, batch)
         T = x.shape[0]
         q, k, v, z = torch.split(
             self.in_proj_qkvz(x), [self.key_dim, self.key_dim, self.value_dim, self.value_dim], dim=-1
@@ -328,9 +385,7 @@ class GatedDeltaNet(nn.Module):
         q = _l2norm(q.reshape(T, self.H, self.K)).to(x.dtype)
         k = _l2norm(k.reshape(T, self.H, self.K)).to(x.dtype)
         v = v.reshape(T, self.HV, self.V).contiguous()
-        b, a = torch.split(self.in_proj_ba(x).float(), [self.HV, self.HV], dim=-1)
-        g = -torch.exp(self.A_log.float()) * F.softplus(a + self.dt_bias.float())
-        beta = torch.sigmoid(b)
+        g, beta = self._gates(x)
         state_pool = batch.pools.ssm[self.layer_id]
         if batch.mode is ForwardMode.PREFILL:
             o = backend.prefill(
@@ -363,7 +418,7 @@ class GatedDeltaNet(nn.Module):
                 intermediate_states=intermediate,
             )
             batch.verified[self.layer_id] = (intermediate, window)
-        o = self.norm(o) * F.silu(z.reshape(T, self.HV, self.V))
+        o = self._gate_output(o, z.reshape(T, self.HV, self.V))
         return self.out_proj(o.reshape(T, self.value_dim))
 
     def _conv(self, mixed: torch.Tensor, batch: ForwardBatch) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -405,6 +460,7 @@ class GatedDeltaNet(nn.Module):
         verified tokens, so the GDN state is ``intermediate_states[n, accepted]``.
         """
         intermediate, window = batch.verified[self.layer_id]
+        assert window is not None
         real = batch.state_indices >= 0
         rows = torch.nonzero(real).flatten()
         slots = batch.state_indices[real].long()
@@ -413,6 +469,154 @@ class GatedDeltaNet(nn.Module):
         taps = kept[:, None] + 1 + torch.arange(self.width - 1, device=rows.device)[None, :]  # [R, W - 1]
         chosen = window[rows].gather(2, taps[:, None, :].expand(-1, window.shape[1], -1))
         batch.pools.conv[self.layer_id][slots] = chosen
+
+
+def _consumer_of(layer: Any, batch: ForwardBatch) -> Any:
+    """The runner's consumer for ``layer``'s op; refuses a batch without one, or with another op's."""
+    backend = batch.linear_attn
+    if backend is None:
+        raise RuntimeError(
+            f"{layer.label} layer {layer.layer_id}: this runner has no linear-attention consumer; "
+            f"{layer.label} layers run the kernels of the runner's consumer (attn_backend_wrapper builds a "
+            f"{layer.consumer})"
+        )
+    op = getattr(backend, "op", layer.op)
+    if op != layer.op:
+        raise RuntimeError(
+            f"{layer.label} layer {layer.layer_id}: the runner's consumer {backend!r} runs {op} kernels, "
+            f"not {layer.op} (is the entry class's family {layer.op}?)"
+        )
+    return backend
+
+
+class KimiDeltaAttention(GatedDeltaNet):
+    """A Kimi-Linear KDA mixer: GDN's layer (projections, the causal conv with SiLU, L2-normalised q/k, the
+    state and conv pools, verify and commit), with KDA's gates and output gate.
+
+    The decay is per key channel: ``g = −exp(A_log[h]) · softplus(f_proj(x) + dt_bias[h, :])``,
+    ``g: [T, HV, K]`` fp32 log-space (docs/kernels.md, "Kimi Delta Attention"); ``beta = sigmoid(b_proj(x))``.
+    The output goes through a sigmoid-gated RMSNorm. The op runs only through the runner's
+    ``KDAAttnBackend``, i.e. the ``kernels.kda`` kernels the runner's stamp names.
+    """
+
+    op = "kda"
+    label, consumer = "KDA", "KDAAttnBackend"
+
+    def _init_gates(self, c: TinyConfig) -> None:
+        self.b_proj = nn.Linear(c.hidden_size, self.HV, bias=False)
+        self.f_proj = nn.Linear(c.hidden_size, self.HV * self.K, bias=False)
+        self.A_log = nn.Parameter(torch.zeros(self.HV))
+        self.dt_bias = nn.Parameter(torch.zeros(self.HV * self.K))
+
+    def _gates(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        T = x.shape[0]
+        f = self.f_proj(x).float().reshape(T, self.HV, self.K)
+        decay = torch.exp(self.A_log.float())[:, None]  # [HV, 1]
+        g = -decay * F.softplus(f + self.dt_bias.float().reshape(self.HV, self.K))
+        return g.contiguous(), torch.sigmoid(self.b_proj(x).float())
+
+    def _gate_output(self, o: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        return self.norm(o) * torch.sigmoid(z)
+
+
+def minimax_slopes(heads: int, layer_id: int, num_layers: int) -> torch.Tensor:
+    """``s_h = 2^(−8(h+1)/H) · (1 − layer/(L−1) + 1e-5)``, fp32 ``[heads]``, for a power-of-two head count
+    (docs/kernels.md, "Lightning attention")."""
+    if heads & (heads - 1):
+        raise ValueError(f"the MiniMax slopes here take a power-of-two head count, not {heads}")
+    base = 2.0 ** (-8.0 * torch.arange(1, heads + 1, dtype=torch.float64) / heads)
+    factor = 1.0 - layer_id / max(1, num_layers - 1) + 1e-5
+    return (base * factor).float()
+
+
+class LightningAttention(nn.Module):
+    """A MiniMax lightning mixer: ``q, k, v = SiLU(qkv_proj(x))``, the lightning op through the runner's
+    ``LightningAttentionBackend`` with ``g: [HV] = −slope`` per head (constant, not a parameter), scale
+    1.0 and no q/k normalisation; an RMSNorm, a sigmoid output gate and the output projection.
+
+    State per slot: the lightning state only (``pools.ssm``, ``[HV, V, K]`` fp32; no conv). Verify keeps
+    the state after every verified token; the commit takes the one at the last kept token.
+    """
+
+    op = "lightning"
+    label, consumer = "lightning", "LightningAttentionBackend"
+
+    def __init__(self, config: TinyConfig, layer_id: int) -> None:
+        super().__init__()
+        c = config
+        self.layer_id = layer_id
+        self.H, self.HV = c.linear_num_key_heads, c.linear_num_value_heads
+        self.K, self.V = c.linear_key_head_dim, c.linear_value_head_dim
+        self.key_dim, self.value_dim = self.H * self.K, self.HV * self.V
+        self.qkv_proj = nn.Linear(c.hidden_size, 2 * self.key_dim + self.value_dim, bias=False)
+        self.output_gate = nn.Linear(c.hidden_size, self.value_dim, bias=False)
+        self.norm = RMSNorm(self.value_dim, c.rms_norm_eps)
+        self.out_proj = nn.Linear(self.value_dim, c.hidden_size, bias=False)
+        # fp32 whatever the model's dtype: a plain attribute, neither a parameter nor a buffer
+        self.decay = -minimax_slopes(self.HV, layer_id, len(c.layer_types))
+
+    def forward(self, x: torch.Tensor, batch: ForwardBatch) -> torch.Tensor:
+        backend = _consumer_of(self, batch)
+        T = x.shape[0]
+        q, k, v = torch.split(F.silu(self.qkv_proj(x)), [self.key_dim, self.key_dim, self.value_dim], dim=-1)
+        q = q.reshape(T, self.H, self.K).contiguous()
+        k = k.reshape(T, self.H, self.K).contiguous()
+        v = v.reshape(T, self.HV, self.V).contiguous()
+        g = self.decay.to(x.device)
+        state_pool = batch.pools.ssm[self.layer_id]
+        if batch.mode is ForwardMode.PREFILL:
+            o = backend.prefill(
+                q,
+                k,
+                v,
+                g,
+                None,
+                state_pool=state_pool,
+                state_indices=batch.state_indices,
+                cu_seqlens=batch.cu_seqlens,
+                scale=1.0,
+            )
+        elif batch.mode is ForwardMode.DECODE:
+            o = backend.decode(
+                q, k, v, g, None, state_pool=state_pool, state_indices=batch.state_indices, scale=1.0
+            )
+        else:
+            assert batch.verify_tokens is not None
+            intermediate = torch.empty(
+                (batch.num_rows, batch.verify_tokens, self.HV, self.V, self.K),
+                dtype=torch.float32,
+                device=x.device,
+            )
+            o = backend.verify(
+                q,
+                k,
+                v,
+                g,
+                None,
+                state_pool=state_pool,
+                state_indices=batch.state_indices,
+                intermediate_states=intermediate,
+                scale=1.0,
+            )
+            batch.verified[self.layer_id] = (intermediate, None)
+        o = self.norm(o.reshape(T, self.value_dim)) * torch.sigmoid(self.output_gate(x))
+        return self.out_proj(o)
+
+    def commit(self, batch: ForwardBatch, accepted: torch.Tensor) -> None:
+        """After verify: each real row's slot takes the state after its last kept token."""
+        intermediate, _ = batch.verified[self.layer_id]
+        real = batch.state_indices >= 0
+        rows = torch.nonzero(real).flatten()
+        slots = batch.state_indices[real].long()
+        kept = accepted.to(rows.device)[rows]
+        batch.pools.ssm[self.layer_id][slots] = intermediate[rows, kept]
+
+
+_LINEAR_MIXERS: dict[str, type[nn.Module]] = {
+    "gdn": GatedDeltaNet,
+    "kda": KimiDeltaAttention,
+    "lightning": LightningAttention,
+}
 
 
 class FullAttention(nn.Module):
@@ -586,7 +790,12 @@ class DecoderLayer(nn.Module):
         self.layer_type = layer_type
         self.input_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         if layer_type is LayerType.LINEAR_ATTENTION:
-            self.linear_attn: nn.Module = GatedDeltaNet(config, layer_id)
+            mixer = _LINEAR_MIXERS.get(config.linear_attn_op)
+            if mixer is None:
+                raise ValueError(
+                    f"linear_attn_op {config.linear_attn_op!r}: the tiny models have {', '.join(_LINEAR_MIXERS)}"
+                )
+            self.linear_attn: nn.Module = mixer(config, layer_id)
         else:
             self.self_attn: nn.Module = FullAttention(config, layer_id)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -612,7 +821,7 @@ class _Backbone(nn.Module):
 
 
 class HybridMoeForCausalLM(nn.Module):
-    """A causal LM of GDN and full-attention decoder layers with MoE FFNs (the target, or a draft that
+    """A causal LM of linear-attention (GDN, KDA or lightning) and full-attention decoder layers with MoE FFNs (the target, or a draft that
     holds the target's weights).
 
     ``forward`` returns fp32 logits for every token and the last layer's hidden states before the final
@@ -641,7 +850,7 @@ class HybridMoeForCausalLM(nn.Module):
         return self.lm_head(self.model.norm(hidden)).float(), hidden
 
     def commit(self, batch: ForwardBatch, accepted: torch.Tensor) -> None:
-        """After a verify pass: every GDN layer keeps the state after the accepted tokens."""
+        """After a verify pass: every linear-attention layer keeps the state after the accepted tokens."""
         for layer in self.model.layers:
             if layer.layer_type is LayerType.LINEAR_ATTENTION:
                 layer.linear_attn.commit(batch, accepted)
@@ -688,7 +897,7 @@ class MTPDraftModel(nn.Module):
 
 
 def random_tensor(name: str, shape: torch.Size, generator: torch.Generator) -> torch.Tensor:
-    """A seeded initial value for checkpoint tensor ``name`` (fp32, CPU): norms 1, GDN decay parameters in
+    """A seeded initial value for checkpoint tensor ``name`` (fp32, CPU): norms 1, GDN / KDA decay parameters in
     their usual ranges, everything else normal with a 1/sqrt(fan-in) scale."""
     if name.endswith("norm.weight"):
         return torch.ones(shape)

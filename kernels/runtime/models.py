@@ -18,7 +18,9 @@ the defaults of the real configs).
 Some classes are real models too: ``build_model(hf_config, *, layout, target=None)`` builds the torch
 module the loader fills (``kernels/runtime/layers.py``; ``layout`` is the runner's ``ExpertsLayout``, from
 its fusion stamp; ``target`` the target's model, for drafts that borrow from it). So far:
-``Qwen3NextForCausalLM`` and its MTP draft, ``DeepseekV4ForCausalLM`` and its NextN and DSpark drafts.
+``Qwen3NextForCausalLM`` and its MTP draft, ``DeepseekV4ForCausalLM`` and its NextN and DSpark drafts,
+``KimiLinearForCausalLM`` (KDA layers) and its MTP draft, and ``BailingMoeV2_5ForCausalLM`` (the registry's
+lightning entry, built MiniMax-like) with the shared Bailing NextN draft.
 torch is imported only when a model is built, so the registry imports without it.
 """
 
@@ -172,6 +174,10 @@ class BailingMoeV2_5ForCausalLM(BailingMoeV2ForCausalLM):
 
     linear_attn_family = "lightning"
 
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        return _causal_lm(hf_config, layout)
+
 
 class KimiLinearForCausalLM(EntryClass):
     linear_attn_family = "kda"
@@ -179,6 +185,10 @@ class KimiLinearForCausalLM(EntryClass):
     @classmethod
     def shared_experts_fusion_disable_reason(cls, hf_config: Any, quant_config: Any) -> str | None:
         return _single_shared_expert_reason(hf_config, "Kimi Linear")
+
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        return _causal_lm(hf_config, layout)
 
 
 class KimiK3ForCausalLM(EntryClass):
@@ -274,6 +284,19 @@ class Qwen3NextForCausalLMMTP(EntryClass):
         return _mtp_draft(hf_config, layout, target, cls.__name__)
 
 
+class KimiLinearForCausalLMMTP(EntryClass):
+    """An MTP draft of Kimi-Linear: one full-attention layer (no KDA layer, so no linear-attention family of
+    its own), the target's MoE; it borrows the target's embedding and LM head."""
+
+    @classmethod
+    def shared_experts_fusion_disable_reason(cls, hf_config: Any, quant_config: Any) -> str | None:
+        return KimiLinearForCausalLM.shared_experts_fusion_disable_reason(hf_config, quant_config)
+
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        return _mtp_draft(hf_config, layout, target, cls.__name__)
+
+
 class Qwen3MoeForCausalLMMTP(EntryClass):
     """Draft of Qwen3MoeForCausalLM (no shared expert, like its target)."""
 
@@ -306,6 +329,11 @@ class BailingMoeForCausalLMNextN(EntryClass):
         return BailingMoeV2ForCausalLM.shared_experts_fusion_disable_reason(
             hf_config, quant_config, expected_architecture=target.__name__
         )
+
+    @classmethod
+    def build_model(cls, hf_config: Any, *, layout: Any, target: Any = None) -> Any:
+        """One MTP (NextN) layer of full attention, whatever the target's layers (lightning for V2.5)."""
+        return _mtp_draft(hf_config, layout, target, cls.__name__)
 
 
 class LlamaForCausalLMEagle3(EntryClass):
@@ -355,6 +383,7 @@ ARCHS: Mapping[str, type[EntryClass]] = _registry(
     Step3p5MTP,
     Ernie4_5_MoeForCausalLMMTP,
     Qwen3NextForCausalLMMTP,
+    KimiLinearForCausalLMMTP,
     Qwen3MoeForCausalLMMTP,
     Qwen3_5ForCausalLMMTP,
     NemotronHForCausalLMMTP,

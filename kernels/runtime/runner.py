@@ -183,7 +183,10 @@ class ModelRunner:
 
 
 def attn_backend_wrapper(
-    runner: ModelRunner, *, all_gather: Callable[[dict[str, Any]], Sequence[Any]] | None = None
+    runner: ModelRunner,
+    *,
+    all_gather: Callable[[dict[str, Any]], Sequence[Any]] | None = None,
+    lightning_kernel_backend: str = "triton",
 ) -> Any:
     """Stamp ``runner`` with its ``LinearAttnBackends``, check every rank agrees, then build its consumer.
 
@@ -196,7 +199,9 @@ def attn_backend_wrapper(
     Returns the consumer for the runner's family: ``GDNAttnBackend`` (``AscendGDNAttnBackend`` on NPU),
     ``KDAAttnBackend`` (plain and safe-gate KDA), ``LightningAttentionBackend``, or None for a family whose
     layers read no linear-attention stamp (Mamba2 picks its kernel from ``mamba_backend``; ``other`` has no
-    linear-attention layers). Every runner is stamped, whatever its family.
+    linear-attention layers). Every runner is stamped, whatever its family. ``lightning_kernel_backend`` is
+    the ``kernels.lightning`` backend the model config names (lightning reads no stamp); other families
+    ignore it.
     """
     from stampgen.kernels.backends import (
         AscendGDNAttnBackend,
@@ -226,7 +231,7 @@ def attn_backend_wrapper(
     if family in (ModelFamily.KDA, ModelFamily.KDA_SAFE_GATE):
         return KDAAttnBackend(runner)
     if family == ModelFamily.LIGHTNING:
-        return LightningAttentionBackend(runner)
+        return LightningAttentionBackend(runner, kernel_backend=lightning_kernel_backend)
     return None
 
 

@@ -5,12 +5,12 @@ One step for a batch of sequences (rows; a row without a sequence is padding, st
 1. **draft** — the draft runner extends its cache with what the target committed last step, then proposes
    ``D`` tokens greedily (its extra ``D - 1`` decode steps are tentative and rolled back);
 2. **verify** — the target scores ``D + 1`` tokens per row, ``[t0, d1, ..., dD]`` (``t0``: the last
-   committed token, which the target has not seen yet), with the GDN verify kernel: the state pool is
-   only read, and the state after every verified token is kept aside (``intermediate_states``);
+   committed token, which the target has not seen yet), with the verify kernel of its linear-attention
+   layers (GDN, KDA or lightning): the state pool is only read, and the state after every verified token is kept aside (``intermediate_states``);
 3. **commit** — row ``n`` keeps ``a`` draft tokens (the longest prefix the target's own argmax agrees
    with) and the target's next token (the bonus): ``a + 1`` tokens, SGLang's accept length, between 1 and
-   ``D + 1``. Its GDN slots take the intermediate state at the last kept token, its conv state the window
-   there, and its KV cache is truncated to what it kept.
+   ``D + 1``. Its linear-attention slots take the intermediate state at the last kept token, its conv
+   state (GDN, KDA) the window there, and its KV cache is truncated to what it kept.
 
 Greedy verification makes the output exactly the target's greedy output, whatever the draft proposes:
 :func:`generate_greedy` is the reference, and the tests hold the two equal token for token. The draft only
@@ -85,8 +85,9 @@ class PhaseTimer:
 class ModelWorker:
     """One runner at run time: its loaded model, its linear-attention consumer, and its pools.
 
-    ``linear_attn`` is what ``attn_backend_wrapper`` returned for the runner; a model with GDN layers needs
-    it (its layers call nothing else). Rows are token lists, ``None`` for padding.
+    ``linear_attn`` is what ``attn_backend_wrapper`` returned for the runner; a model with linear-attention
+    layers (GDN, KDA, lightning) needs it (its layers call nothing else). Rows are token lists, ``None`` for
+    padding.
     """
 
     def __init__(
@@ -100,11 +101,15 @@ class ModelWorker:
         dtype: torch.dtype,
     ) -> None:
         model = loaded.model
-        if LayerType.LINEAR_ATTENTION in model.layer_types and not hasattr(linear_attn, "verify"):
-            raise ValueError(
-                f"runner {loaded.stamps.name!r}: {type(model).__name__} has GDN layers, but the runner's "
-                f"linear-attention consumer is {linear_attn!r} (is its entry class's family gdn?)"
-            )
+        if LayerType.LINEAR_ATTENTION in model.layer_types:
+            op = model.config.linear_attn_op
+            if not hasattr(linear_attn, "verify") or getattr(linear_attn, "op", op) != op:
+                label = {"gdn": "GDN", "kda": "KDA"}.get(op, op)
+                raise ValueError(
+                    f"runner {loaded.stamps.name!r}: {type(model).__name__} has {label} layers, but the "
+                    f"runner's linear-attention consumer is {linear_attn!r} (is its entry class's family "
+                    f"{op}?)"
+                )
         self.loaded = loaded
         self.model = model
         self.linear_attn = linear_attn
@@ -217,7 +222,10 @@ def build_worker(
         device=device,
         dtype=dtype,
     )
-    linear_attn = attn_backend_wrapper(runner)
+    # lightning's kernel comes from the model config, not from the stamp
+    linear_attn = attn_backend_wrapper(
+        runner, lightning_kernel_backend=getattr(hf_config, "lightning_kernel_backend", "triton")
+    )
     return ModelWorker(loaded, linear_attn, slots=slots, max_len=max_len, device=device, dtype=dtype)
 
 
