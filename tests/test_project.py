@@ -182,5 +182,8 @@ def test_paths_outside_the_root_are_named_as_given(tmp_path: Path, monkeypatch: 
     write(tmp_path / "project" / "stampgen.toml", "")
     monkeypatch.chdir(tmp_path / "project")
     project = find_project()
-    assert project.relative("../shared/a.rules") == "../shared/a.rules"
-    assert project.relative(tmp_path / "shared" / "a.rules") == (tmp_path / "shared" / "a.rules").as_posix()
+    assert project.relative("../elsewhere/a.rules") == "../elsewhere/a.rules"
+    assert (
+        project.relative(tmp_path / "elsewhere" / "a.rules")
+        == (tmp_path / "elsewhere" / "a.rules").as_posix()
+    )
