@@ -1,7 +1,7 @@
 """Random, valid inputs for the linear-attention kernel tests, and the error measure they use.
 
 Shared by every kernel test (GDN reference, Triton and FlashInfer backends; KDA and lightning reuse it
-with their own gate shape later). ``make_inputs`` returns keyword arguments ready for the public
+with their own gate shapes). ``make_inputs`` returns keyword arguments ready for the public
 functions of ``kernels.gdn`` (everything but ``backend``):
 
     inputs = make_inputs("decode", N=4, H=2, HV=4, K=32, V=32, pad=1)
@@ -113,6 +113,24 @@ def make_inputs(
 def clone_inputs(inputs: dict) -> dict:
     """A deep copy (tensors cloned), so two backends can each update their own state pool."""
     return {name: t.clone() if isinstance(t, torch.Tensor) else t for name, t in inputs.items()}
+
+
+def run_both(op, phase: str, inputs: dict) -> tuple:
+    """One phase of ``op`` (``kernels.gdn``, ``.kda``, ``.lightning``) on copies of ``inputs`` with the torch
+    reference and with Triton: (inputs before, after the reference, after Triton, o_ref, o_triton)."""
+    ref, tri = clone_inputs(inputs), clone_inputs(inputs)
+    o_ref = getattr(op, phase)(**ref, backend="torch")
+    o_tri = getattr(op, phase)(**tri, backend="triton")
+    return inputs, ref, tri, o_ref, o_tri
+
+
+def untouched_slots(inputs: dict) -> torch.Tensor:
+    """The pool slots no sequence of ``inputs`` names (padding included): a kernel must leave them as they
+    were."""
+    pool, indices = inputs["state_pool"], inputs["state_indices"]
+    mask = torch.ones(pool.shape[0], dtype=torch.bool, device=pool.device)
+    mask[indices[indices >= 0].long()] = False
+    return mask
 
 
 def rel_rmse(x: torch.Tensor, ref: torch.Tensor) -> float:

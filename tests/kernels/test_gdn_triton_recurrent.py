@@ -8,44 +8,24 @@ left unwritten shows.
 
 import pytest
 import torch
-from gdn_inputs import clone_inputs, make_inputs, rel_rmse
+from gdn_inputs import clone_inputs, make_inputs, rel_rmse, untouched_slots
+from gdn_inputs import run_both as shared_run_both
 
 from stampgen.kernels import gdn
+
+pytestmark = pytest.mark.usefixtures("poisoned_empty")
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FP32_BOUND = 1e-5
 FP16_BOUND = 2e-3  # fp16 output rounding (the reference sees the same fp16 inputs)
 
 
-@pytest.fixture(autouse=True)
-def poisoned_empty(monkeypatch):
-    """Every floating-point ``torch.empty`` during a test comes back filled with NaN."""
-    real_empty = torch.empty
-
-    def empty(*args, **kwargs):
-        t = real_empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    monkeypatch.setattr(torch, "empty", empty)
-
-
 def run_both(phase, **shape):
-    """(inputs before, inputs after the reference, inputs after Triton, o_ref, o_triton)."""
-    inputs = make_inputs(phase, device=DEVICE, **shape)
-    ref, tri = clone_inputs(inputs), clone_inputs(inputs)
-    o_ref = getattr(gdn, phase)(**ref, backend="torch")
-    o_tri = getattr(gdn, phase)(**tri, backend="triton")
-    return inputs, ref, tri, o_ref, o_tri
+    return shared_run_both(gdn, phase, make_inputs(phase, device=DEVICE, **shape))
 
 
 def real_rows(inputs):
     return inputs["state_indices"] >= 0
-
-
-def untouched_slots(inputs):
-    mask = torch.ones(inputs["state_pool"].shape[0], dtype=torch.bool, device=inputs["state_pool"].device)
-    mask[inputs["state_indices"][real_rows(inputs)].long()] = False
-    return mask
 
 
 # -- decode ------------------------------------------------------------------------------------------

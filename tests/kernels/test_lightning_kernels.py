@@ -10,27 +10,18 @@ the model. On a CPU the kernels run in fp32 and fp16 only (bf16 is in test_light
 import pytest
 import torch
 import torch.nn.functional as F
-from gdn_inputs import clone_inputs, make_inputs, rel_rmse
+from gdn_inputs import clone_inputs, make_inputs, rel_rmse, untouched_slots
+from gdn_inputs import run_both as shared_run_both
 
 from stampgen.kernels import lightning
 from stampgen.kernels._validation import KernelUnavailableError
+
+pytestmark = pytest.mark.usefixtures("poisoned_empty")
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 FP32_BOUND = 1e-5
 FP16_BOUND = 2e-3
 SHAPE = dict(H=2, HV=2, K=16, V=8)  # K != V catches a transposed state
-
-
-@pytest.fixture(autouse=True)
-def poisoned_empty(monkeypatch):
-    """Every floating-point ``torch.empty`` during a test comes back filled with NaN."""
-    real_empty = torch.empty
-
-    def empty(*args, **kwargs):
-        t = real_empty(*args, **kwargs)
-        return t.fill_(float("nan")) if t.is_floating_point() else t
-
-    monkeypatch.setattr(torch, "empty", empty)
 
 
 def minimax_decay(heads: int, layer: int = 0, layers: int = 8) -> torch.Tensor:
@@ -60,17 +51,7 @@ def lightning_inputs(phase, *, gate="minimax", seed=0, device=DEVICE, dtype=torc
 
 
 def run_both(phase, **kwargs):
-    inputs = lightning_inputs(phase, **kwargs)
-    ref, tri = clone_inputs(inputs), clone_inputs(inputs)
-    o_ref = getattr(lightning, phase)(**ref, backend="torch")
-    o_tri = getattr(lightning, phase)(**tri, backend="triton")
-    return inputs, ref, tri, o_ref, o_tri
-
-
-def untouched_slots(inputs):
-    mask = torch.ones(inputs["state_pool"].shape[0], dtype=torch.bool, device=inputs["state_pool"].device)
-    mask[inputs["state_indices"][inputs["state_indices"] >= 0].long()] = False
-    return mask
+    return shared_run_both(lightning, phase, lightning_inputs(phase, **kwargs))
 
 
 # -- the reference against an fp64 closed form -------------------------------------------------------
