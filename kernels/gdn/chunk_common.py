@@ -176,16 +176,6 @@ def _exp2(x):
         return tl.exp2(x)
 
 
-@triton.jit
-def _exp(x):
-    """exp, on a GPU as ``_exp2(x · log2 e)`` (libdevice's fast_expf, spelled out); exact ``tl.exp`` in
-    the interpreter, where the fp32 tests hold the kernels to the reference."""
-    if _FAST_EXP:
-        return _exp2(x * _LOG2E)
-    else:
-        return tl.exp(x)
-
-
 def _input_precision(dtype: torch.dtype) -> str | None:
     """Dots on input-dtype operands: IEEE for fp32 inputs (fp32 throughout); 16-bit operands take
     the tensor cores' 16-bit path with fp32 accumulation (the precision setting does not apply)."""
