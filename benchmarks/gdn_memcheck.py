@@ -1,6 +1,6 @@
-"""Small cases of every GDN kernel, to run under `compute-sanitizer --tool memcheck` on a GPU.
+"""Small cases of every GDN, KDA and lightning kernel, to run under `compute-sanitizer --tool memcheck` on a GPU.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py [--op gdn|kda|lightning|all]
 
 Covers our Triton prefill / decode / verify (on sm_90 the prefill's intra launch is the Gluon one;
 ``triton-intra``: the Triton one), the prefill with the Gluon state pass (``triton+gluon``, on sm_90;
@@ -8,7 +8,9 @@ Covers our Triton prefill / decode / verify (on sm_90 the prefill's intra launch
 adapters (when flashinfer imports), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
-heads and the Qwen3-Next head geometry. Each case also checks the result against the torch reference, so
+heads and the Qwen3-Next head geometry. KDA and lightning (``--op``) run the same shapes through their
+Triton prefill / decode / verify (and FlashInfer's KDA when it imports), with gates at both ends (per
+channel ≈ 0 and ≈ −5 for KDA; strong and MiniMax decay for lightning). Each case also checks the result against the torch reference, so
 a clean memcheck run is also a correct one. Not a test: it needs the GPU and the sanitizer.
 """
 
@@ -25,9 +27,11 @@ import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "kernels"))
 
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse  # noqa: E402
+from test_kda_kernels import kda_inputs  # noqa: E402
+from test_lightning_kernels import lightning_inputs  # noqa: E402
 
 from benchmarks.gdn_prefill_probe import with_config  # noqa: E402
-from stampgen.kernels import gdn  # noqa: E402
+from stampgen.kernels import gdn, kda, lightning  # noqa: E402
 
 # Rows of the Triton prefill with launch options (``chunk.LaunchConfig`` fields): the Triton intra launch
 # (the plain ``triton`` row takes the Gluon one on sm_90 with bf16), and ``chunk_gluon``'s state pass in
@@ -61,10 +65,15 @@ CASES = [
 ]
 
 
-def main() -> int:
-    if not torch.cuda.is_available():
-        print("gdn_memcheck.py needs a CUDA GPU", file=sys.stderr)
-        return 2
+def _check(label: str, out, ref) -> bool:
+    torch.cuda.synchronize()
+    err = rel_rmse(out.float(), ref.float())
+    ok = bool(err <= 1e-2) and bool(torch.isfinite(out).all())
+    print(f"{label} rel_rmse={err:.2e} {'ok' if ok else 'WRONG'}", flush=True)
+    return ok
+
+
+def run_gdn() -> int:
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
     if torch.cuda.get_device_capability() == (9, 0):
         backends += list(CONFIG_ROWS)
@@ -83,13 +92,45 @@ def main() -> int:
                 out = _prefill_with_config(backend, **run)
             else:
                 out = getattr(gdn, phase)(**run, backend=backend)
-            torch.cuda.synchronize()
-            err = rel_rmse(out.float(), ref.float())
-            ok = err <= 1e-2
-            failures += not ok
-            print(
-                f"{phase:8s} {backend:10s} {shapes} rel_rmse={err:.2e} {'ok' if ok else 'WRONG'}", flush=True
-            )
+            failures += not _check(f"gdn {phase:8s} {backend:10s} {shapes}", out, ref)
+    return failures
+
+
+# (module, input builder, gates at both ends of the op's range)
+GATED_OPS = {
+    "kda": (kda, kda_inputs, ("normal", "mixed")),
+    "lightning": (lightning, lightning_inputs, ("minimax", "strong")),
+}
+
+
+def run_gated(op: str) -> int:
+    module, build, gates = GATED_OPS[op]
+    backends = [b for b in ("triton", "flashinfer") if b in module.available_backends()]
+    failures = 0
+    for phase, shapes, _ in CASES:
+        for gate in gates:
+            fp32 = build(phase, gate=gate, seed=7, device="cuda", **shapes)
+            ref = getattr(module, phase)(**clone_inputs(fp32), backend="torch")
+            for backend in backends:
+                run = clone_inputs(fp32)
+                for name in ("q", "k", "v"):
+                    run[name] = run[name].to(torch.bfloat16)
+                out = getattr(module, phase)(**run, backend=backend)
+                failures += not _check(f"{op} {phase:8s} {backend:10s} {gate:7s} {shapes}", out, ref)
+    return failures
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--op", choices=["gdn", "kda", "lightning", "all"], default="gdn")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("gdn_memcheck.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    ops = ["gdn", *GATED_OPS] if args.op == "all" else [args.op]
+    failures = sum(run_gdn() if op == "gdn" else run_gated(op) for op in ops)
     print("memcheck cases done", "with failures" if failures else "clean")
     return 1 if failures else 0
 

@@ -1,5 +1,5 @@
-"""Our Triton chunked lightning prefill: a state pass, sequential over chunks, then an output pass
-parallel over chunks, with tensor-core products (fla's ``chunk_simple_gla`` structure).
+"""Our Triton chunked lightning prefill: one pass that walks a segment's chunks with the state tile in
+registers and writes each chunk's output as it goes, so no per-chunk state is ever stored.
 
 The decay is one constant ``g`` per head, so within a chunk of ``CHUNK_SIZE`` = 64 tokens the
 cumulative log-decay of token i is (i + 1) g and every weight is a difference of integer multiples of
@@ -9,42 +9,98 @@ holds Sᵀ):
     O = scale [diag(exp((i + 1) g)) (Q S) + (Q Kᵀ ⊙ exp((i − j) g) ⊙ [i ≥ j]) V]
     S ← exp(L g) S + (K ⊙ exp((L − 1 − j) g))ᵀ V
 
-1. ``_chunk_offsets_kernel`` (``kernels.chunked.chunk_map``): each sequence's first global chunk index.
-2. ``_lightning_states_kernel``, one program per (sequence, head, K-tile, V-tile) — without a delta rule
-   the K rows of the state evolve independently, so K is tiled too: walks the sequence's chunks with its
-   fp32 [BK, BV] state tile in registers, writes the state before each chunk to the scratch ``h``
-   ([chunks, HV, K, V], bf16 for bf16 inputs, else fp32) and the final state to the pool.
-3. ``_lightning_output_kernel``, one program per (global chunk, head, V-tile): the two products above.
+Without a delta rule nothing in a chunk step reads S except Q S, so the step's products do not wait on
+each other, and the state after a run of n full chunks is affine in the state before it with a scalar
+slope: S' = exp(64 n g) S + B. That is what lets a long sequence be cut into segments of
+``seg_chunks`` chunks run side by side (the grid would otherwise be one program per (head, V tile),
+fewer than the SMs at MiniMax's 64 heads):
 
-Rows past the end of a sequence are read as zeros and their weights are masked to exp(−inf) = 0
-before they could overflow (for j > L − 1 the exponent (L − 1 − j) g would be positive). Padding
-(index −1): zero state, zero output, nothing stored. Products: for bf16 inputs the operands are bf16
-(Q, K, V as given; the decayed K and the weighted Q Kᵀ rounded to bf16; S as stored in h), fp32
-accumulation, the carried state fp32; otherwise fp32 operands (tf32 on a GPU, exact in the interpreter).
-No host sync anywhere: grids and ``h`` are sized by an upper bound on the chunk count.
+1. ``_chunk_offsets_kernel`` (``kernels.chunked.chunk_map``), once with the segment length as its
+   "chunk": each sequence's first global segment index.
+2. ``_lightning_segment_kernel`` (only if some sequence can be split), one program per (global segment,
+   head, V tile): for every segment but its sequence's last, B = the state its chunks leave from S = 0,
+   into the scratch ``partial``; a split sequence's first segment also copies the pool state to
+   ``start``, since the sequence's last segment overwrites the pool in pass 3.
+3. ``_lightning_output_kernel``, one program per (global segment, head, V tile): the segment's initial
+   state (the pool row for a sequence's first segment; else ``start`` carried through the B of the
+   segments before it, S ← exp(64 · seg_chunks · g) S + B), then the chunk loop above with the output
+   fused in; a sequence's last segment writes the pool.
+
+All chunks but a sequence's last are whole, so the loop runs them unmasked with decays computed once
+per program, and the last chunk runs after it with masks; rows past the end of a sequence are read as
+zeros and their weights are masked to exp(−inf) = 0 before they could overflow (for j > L − 1 the
+exponent (L − 1 − j) g would be positive). Padding (index −1): zero state, zero output, nothing stored.
+Products: for bf16 inputs the operands are bf16 (Q, K, V as given; the decayed K, the weighted Q Kᵀ and
+S rounded to bf16), fp32 accumulation, the carried state fp32; otherwise fp32 operands (tf32 on a GPU,
+exact in the interpreter). No host sync anywhere: grids and scratch are sized by upper bounds.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from stampgen.kernels.chunked.blocks import decay, pool_slot, sequence_bounds
 from stampgen.kernels.chunked.chunk_map import chunk_offsets, chunk_sequence, max_chunks
-from stampgen.kernels.chunked.common import CHUNK_SIZE, head_dim_contiguous, triton_interpreted
+from stampgen.kernels.chunked.common import CHUNK_SIZE, SM_COUNT_HINT, head_dim_contiguous, triton_interpreted
 
 
 @triton.jit
-def _lightning_states_kernel(
+def _segment_of_program(seg_offsets_ptr, N, HV: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
+    """(global segment, sequence, segment within it, segments of the sequence, v-head, V offsets) of
+    this program, and its V tile's first column; the grid is 1-D over (global segment, v-head, V tile), tiles fastest. A program past
+    the last segment (the grid is an upper bound) gets a segment index ≥ its sequence's segment count
+    (``chunk_map.chunk_sequence`` clamps it to the last sequence)."""
+    pid = tl.program_id(0)
+    NV: tl.constexpr = (V + BV - 1) // BV
+    i_v = pid % NV
+    i_hv = (pid // NV) % HV
+    s = pid // (NV * HV)
+    i_n, i_s, _ = chunk_sequence(seg_offsets_ptr, N, s)
+    n_segs = tl.load(seg_offsets_ptr + i_n + 1) - tl.load(seg_offsets_ptr + i_n)
+    return tl.cast(s, tl.int64), i_n, i_s, n_segs, i_hv, i_v * BV
+
+
+@triton.jit
+def _load_chunk(desc, ptr, tok0, rows, stride_tok, col0, cols, n_cols, n_rows, WHOLE: tl.constexpr):
+    """The [BC, cols] tile at rows ``tok0 + rows``, columns ``col0 + cols`` of a [T, heads · dim] view:
+    by TMA through ``desc`` when ``WHOLE`` (every row in the sequence and ``desc`` not None: a whole
+    chunk, the tile inside its head); otherwise through pointers, rows ≥ ``n_rows`` and columns ≥
+    ``n_cols`` read as zeros. The pointers: one 64-bit base and 32-bit offsets within the chunk."""
+    if WHOLE:
+        return desc.load([tok0.to(tl.int32), col0])
+    ptrs = (ptr + tok0 * stride_tok + col0) + (rows[:, None] * stride_tok + cols[None, :])
+    return tl.load(ptrs, mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :], other=0.0)
+
+
+@triton.jit
+def _state_update(S, k, v, v_decay, chunk_decay, LOW: tl.constexpr):
+    """``S ← chunk_decay · S + Kᵀ (v_decay ⊙ V)`` on an fp32 [BK, BV] state tile: the token weights
+    exp((L − 1 − j) g) scale V's rows (BV wide), not K's (K wide)."""
+    vd = v.to(tl.float32) * v_decay[:, None]
+    if LOW:
+        return tl.dot(tl.trans(k), vd.to(v.dtype), acc=S * chunk_decay)
+    return tl.dot(tl.trans(k.to(tl.float32)), vd, acc=S * chunk_decay)
+
+
+@triton.jit
+def _lightning_segment_kernel(
     k_ptr,
     v_ptr,
     g_ptr,
-    h_ptr,
+    partial_ptr,
+    start_ptr,
     state_pool_ptr,
     state_indices_ptr,
     cu_seqlens_ptr,
-    offsets_ptr,
+    seg_offsets_ptr,
+    k_desc,
+    v_desc,
+    N,
     stride_k_tok,
     stride_k_head,
     stride_v_tok,
@@ -57,58 +113,93 @@ def _lightning_states_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     BC: tl.constexpr,
+    SEG_CHUNKS: tl.constexpr,
     LOW: tl.constexpr,
+    TMA: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    NV: tl.constexpr = (V + BV - 1) // BV
-    NK: tl.constexpr = (K + BK - 1) // BK
-    i_v = pid % NV
-    i_k = (pid // NV) % NK
-    i_nh = pid // (NV * NK)
-    i_hv = i_nh % HV
-    i_n = i_nh // HV
+    s, i_n, i_s, n_segs, i_hv, v0 = _segment_of_program(seg_offsets_ptr, N, HV, V, BV)
+    if i_s >= n_segs - 1:
+        return  # a sequence's last segment (pass 3 alone runs it), or past the last segment
     i_h = i_hv // (HV // H)
-    offs_k = i_k * BK + tl.arange(0, BK)
-    offs_v = i_v * BV + tl.arange(0, BV)
+    offs_k = tl.arange(0, BK)
+    cols_v = tl.arange(0, BV)
+    offs_v = v0 + cols_v
     mask_k = offs_k < K
     mask_v = offs_v < V
     rows = tl.arange(0, BC)
-
-    state_base, real = pool_slot(state_pool_ptr, state_indices_ptr, stride_pool_slot, i_n, i_hv, V, K)
-    s_offs = offs_v[None, :] * K + offs_k[:, None]  # S [BK, BV], K-major view of the pool tile
     s_mask = mask_k[:, None] & mask_v[None, :]
-    S = tl.load(state_base + s_offs, mask=s_mask & real, other=0.0)
-    h_offs = offs_k[:, None] * V + offs_v[None, :]
+    scratch = (s * HV + i_hv) * (K * V)
+    tile = offs_k[:, None] * V + offs_v[None, :]
+    if i_s == 0:  # the sequence's initial state, before pass 3's last segment overwrites the pool
+        state_base, real = pool_slot(state_pool_ptr, state_indices_ptr, stride_pool_slot, i_n, i_hv, V, K)
+        S0 = tl.load(state_base + offs_v[None, :] * K + offs_k[:, None], mask=s_mask & real, other=0.0)
+        tl.store(start_ptr + scratch + tile, S0, mask=s_mask)
 
+    # B = Σ_t exp((n − 1 − t) g) k_t v_tᵀ over the segment's n tokens: one product summed over its
+    # chunks, each token weighted straight from its distance to the segment's end (a whole number of
+    # steps times g, ≤ 0), so the accumulator is never rescaled between the chunks' products.
     g = tl.load(g_ptr + i_hv)
-    bos, eos = sequence_bounds(cu_seqlens_ptr, i_n)
-    c0 = tl.load(offsets_ptr + i_n).to(tl.int64)
-    for i_c in range(0, tl.cdiv(eos - bos, BC)):
-        h_base = h_ptr + ((c0 + i_c) * HV + i_hv) * (K * V)
-        tl.store(h_base + h_offs, S.to(h_ptr.dtype.element_ty), mask=s_mask)
-        first = bos + tl.cast(i_c, tl.int64) * BC
-        toks = first + rows
-        in_seq = toks < eos
-        length = tl.minimum(eos - first, BC).to(tl.float32)
-        k = tl.load(
-            k_ptr + toks[:, None] * stride_k_tok + i_h * stride_k_head + offs_k[None, :],
-            mask=in_seq[:, None] & mask_k[None, :],
-            other=0.0,
-        )
-        v = tl.load(
-            v_ptr + toks[:, None] * stride_v_tok + i_hv * stride_v_head + offs_v[None, :],
-            mask=in_seq[:, None] & mask_v[None, :],
-            other=0.0,
-        )
-        k_decay = decay(tl.where(in_seq, (length - 1 - rows.to(tl.float32)) * g, float("-inf")))
-        kd = k.to(tl.float32) * k_decay[:, None]
-        S = S * decay(length * g)
-        if LOW:
-            S = tl.dot(tl.trans(kd.to(k.dtype)), v, acc=S)
-        else:
-            S = tl.dot(tl.trans(kd), v.to(tl.float32), acc=S)
+    bos, _ = sequence_bounds(cu_seqlens_ptr, i_n)
+    first = bos + tl.cast(i_s, tl.int64) * (SEG_CHUNKS * BC)
+    k_col = i_h * stride_k_head
+    v_col = i_hv * stride_v_head + v0
+    B = tl.zeros([BK, BV], dtype=tl.float32)
+    for i_c in range(0, SEG_CHUNKS):  # a segment that is not its sequence's last is whole
+        tok0 = first + i_c * BC
+        k = _load_chunk(k_desc, k_ptr, tok0, rows, stride_k_tok, k_col, offs_k, K, BC, TMA)
+        v = _load_chunk(v_desc, v_ptr, tok0, rows, stride_v_tok, v_col, cols_v, V - v0, BC, TMA)
+        weight = decay(((SEG_CHUNKS - i_c) * BC - 1 - rows).to(tl.float32) * g)
+        B = _state_update(B, k, v, weight, 1.0, LOW)
+    tl.store(partial_ptr + scratch + tile, B, mask=s_mask)
 
-    tl.store(state_base + s_offs, S, mask=s_mask & real)
+
+@triton.jit
+def _output_chunk(
+    S, io, descs, tok0, length, consts, FULL: tl.constexpr, LOW: tl.constexpr, TMA: tl.constexpr,
+    TMA_STORE: tl.constexpr,
+):  # fmt: skip
+    """One chunk's output rows (stored) and the state after it. ``FULL``: the chunk is whole, and the
+    weights in ``consts`` are a whole chunk's; otherwise V's row weights and the chunk's decay are made
+    here from ``length``. ``io`` and ``descs``: the pointers, strides and column offsets of q, k, v, o
+    and their TMA descriptors (``TMA``: whole chunks come through them)."""
+    (
+        q_ptr,
+        k_ptr,
+        v_ptr,
+        o_ptr,
+        stride_q_tok,
+        stride_k_tok,
+        stride_v_tok,
+        stride_o_tok,
+        qk_col,
+        q_col,
+        v_col,
+    ) = io
+    q_desc, k_desc, v_desc, o_desc = descs
+    g, intra, q_decay, v_decay, chunk_decay, rows, cols_k, K, cols_v, n_v = consts
+    WHOLE: tl.constexpr = FULL and TMA
+    q = _load_chunk(q_desc, q_ptr, tok0, rows, stride_q_tok, q_col, cols_k, K, length, WHOLE)
+    k = _load_chunk(k_desc, k_ptr, tok0, rows, stride_k_tok, qk_col, cols_k, K, length, WHOLE)
+    v = _load_chunk(v_desc, v_ptr, tok0, rows, stride_v_tok, v_col, cols_v, n_v, length, WHOLE)
+    if not FULL:
+        in_seq = rows < length
+        v_decay = decay(tl.where(in_seq, (length - 1 - rows).to(tl.float32) * g, float("-inf")))
+        chunk_decay = decay(length.to(tl.float32) * g)
+    if LOW:
+        P = tl.dot(q, tl.trans(k)) * intra
+        o = tl.dot(P.to(v.dtype), v, acc=tl.dot(q, S.to(v.dtype)) * q_decay[:, None])
+    else:
+        q32 = q.to(tl.float32)
+        P = tl.dot(q32, tl.trans(k.to(tl.float32))) * intra
+        o = tl.dot(P, v.to(tl.float32), acc=tl.dot(q32, S) * q_decay[:, None])
+    S = _state_update(S, k, v, v_decay, chunk_decay, LOW)
+    o = o.to(o_ptr.dtype.element_ty)
+    if WHOLE and TMA_STORE:
+        o_desc.store([tok0.to(tl.int32), v_col], o)
+    else:
+        o_ptrs = (o_ptr + tok0 * stride_o_tok + v_col) + (rows[:, None] * stride_o_tok + cols_v[None, :])
+        tl.store(o_ptrs, o, mask=(rows < length)[:, None] & (cols_v < n_v)[None, :])
+    return S
 
 
 @triton.jit
@@ -117,16 +208,25 @@ def _lightning_output_kernel(
     k_ptr,
     v_ptr,
     g_ptr,
-    h_ptr,
     o_ptr,
+    partial_ptr,
+    start_ptr,
+    state_pool_ptr,
     state_indices_ptr,
     cu_seqlens_ptr,
-    offsets_ptr,
+    seg_offsets_ptr,
+    q_desc,
+    k_desc,
+    v_desc,
+    o_desc,
     N,
     stride_q_tok,
     stride_q_head,
+    stride_k_tok,
+    stride_k_head,
     stride_v_tok,
     stride_v_head,
+    stride_pool_slot,
     scale,
     H: tl.constexpr,
     HV: tl.constexpr,
@@ -135,68 +235,110 @@ def _lightning_output_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     BC: tl.constexpr,
+    SEG_CHUNKS: tl.constexpr,
     LOW: tl.constexpr,
+    TMA: tl.constexpr,
+    TMA_STORE: tl.constexpr,
 ):
-    pid = tl.program_id(0)
-    NV: tl.constexpr = (V + BV - 1) // BV
-    i_v = pid % NV
-    i_hv = (pid // NV) % HV
-    c = pid // (NV * HV)
+    s, i_n, i_s, n_segs, i_hv, v0 = _segment_of_program(seg_offsets_ptr, N, HV, V, BV)
+    if i_s >= n_segs:
+        return  # past the last segment
     i_h = i_hv // (HV // H)
-    i_n, i_c, is_chunk = chunk_sequence(offsets_ptr, N, c)
     offs_k = tl.arange(0, BK)
-    offs_v = i_v * BV + tl.arange(0, BV)
+    cols_v = tl.arange(0, BV)
+    offs_v = v0 + cols_v
     mask_k = offs_k < K
     mask_v = offs_v < V
     rows = tl.arange(0, BC)
-    steps = (rows[:, None] - rows[None, :]).to(tl.float32)  # i − j
-
-    real = tl.load(state_indices_ptr + i_n) >= 0
-    bos, eos = sequence_bounds(cu_seqlens_ptr, i_n)
-    first = bos + tl.cast(i_c, tl.int64) * BC
-    toks = first + rows
-    in_seq = (toks < eos) & is_chunk
-
-    qk_offs = toks[:, None] * stride_q_tok + i_h * stride_q_head + offs_k[None, :]
-    qk_mask = in_seq[:, None] & mask_k[None, :]
-    q = tl.load(q_ptr + qk_offs, mask=qk_mask, other=0.0)
-    k = tl.load(k_ptr + qk_offs, mask=qk_mask, other=0.0)
-    v_offs = toks[:, None] * stride_v_tok + i_hv * stride_v_head + offs_v[None, :]
-    v = tl.load(v_ptr + v_offs, mask=in_seq[:, None] & mask_v[None, :], other=0.0)
-    h_base = h_ptr + (tl.cast(c, tl.int64) * HV + i_hv) * (K * V)
-    h = tl.load(
-        h_base + offs_k[:, None] * V + offs_v[None, :],
-        mask=mask_k[:, None] & mask_v[None, :] & is_chunk,
-        other=0.0,
-    )
-
+    s_mask = mask_k[:, None] & mask_v[None, :]
+    state_base, real = pool_slot(state_pool_ptr, state_indices_ptr, stride_pool_slot, i_n, i_hv, V, K)
+    pool_tile = offs_v[None, :] * K + offs_k[:, None]  # S [BK, BV], K-major view of the pool tile
     g = tl.load(g_ptr + i_hv)
-    intra = decay(tl.where(steps >= 0, steps * g, float("-inf"))) * scale  # [i, j]: exp((i − j) g), i ≥ j
-    q_decay = decay((rows + 1).to(tl.float32) * g) * scale
-    if LOW:
-        P = tl.dot(q, tl.trans(k)) * intra
-        o = tl.dot(q, h) * q_decay[:, None] + tl.dot(P.to(v.dtype), v)
-    else:
-        q32 = q.to(tl.float32)
-        P = tl.dot(q32, tl.trans(k.to(tl.float32))) * intra
-        o = tl.dot(q32, h.to(tl.float32)) * q_decay[:, None] + tl.dot(P, v.to(tl.float32))
-    o = tl.where(real, o, 0.0)
-    o_offs = (toks[:, None] * HV + i_hv) * V + offs_v[None, :]
-    tl.store(o_ptr + o_offs, o.to(o_ptr.dtype.element_ty), mask=in_seq[:, None] & mask_v[None, :])
+
+    if n_segs == 1:
+        S = tl.load(state_base + pool_tile, mask=s_mask & real, other=0.0)
+    else:  # the copy pass 2 made, carried through the segments before this one
+        s0 = s - i_s  # the sequence's first segment
+        tile = offs_k[:, None] * V + offs_v[None, :]
+        S = tl.load(start_ptr + (s0 * HV + i_hv) * (K * V) + tile, mask=s_mask, other=0.0)
+        seg_decay = decay((SEG_CHUNKS * BC) * g)
+        for j in range(0, i_s):
+            B = tl.load(partial_ptr + ((s0 + j) * HV + i_hv) * (K * V) + tile, mask=s_mask, other=0.0)
+            S = S * seg_decay + B
+
+    # The output's weights, once per program. Padding (index −1) zeroes them, so its output rows come
+    # out as zeros with no select in the chunk step (its state is zero and never stored).
+    keep = real.to(tl.float32) * scale
+    steps = (rows[:, None] - rows[None, :]).to(tl.float32)  # i − j
+    intra = decay(tl.where(steps >= 0, steps * g, float("-inf"))) * keep  # [i, j]: exp((i − j) g), i ≥ j
+    q_decay = decay((rows + 1).to(tl.float32) * g) * keep
+    v_decay = decay((BC - 1 - rows).to(tl.float32) * g)
+    chunk_decay = decay(BC * g)
+    consts = (g, intra, q_decay, v_decay, chunk_decay, rows, offs_k, K, cols_v, V - v0)
+    io = (
+        q_ptr, k_ptr, v_ptr, o_ptr, stride_q_tok, stride_k_tok, stride_v_tok, HV * V,
+        i_h * stride_k_head, i_h * stride_q_head, i_hv * stride_v_head + v0,
+    )  # fmt: skip
+    descs = (q_desc, k_desc, v_desc, o_desc)
+    bos, eos = sequence_bounds(cu_seqlens_ptr, i_n)
+    first = bos + tl.cast(i_s, tl.int64) * (SEG_CHUNKS * BC)
+    last = tl.minimum(first + SEG_CHUNKS * BC, eos)  # this segment's end
+    n_full = (last - first - 1) // BC  # whole chunks before the segment's last one
+    for i_c in range(0, n_full):
+        S = _output_chunk(
+            S, io, descs, first + i_c * BC, BC, consts, FULL=True, LOW=LOW, TMA=TMA, TMA_STORE=TMA_STORE
+        )
+    tail = first + n_full * BC
+    length = (last - tail).to(tl.int32)
+    S = _output_chunk(S, io, descs, tail, length, consts, FULL=False, LOW=LOW, TMA=TMA, TMA_STORE=TMA_STORE)
+    if i_s == n_segs - 1:
+        tl.store(state_base + pool_tile, S, mask=s_mask & real)
 
 
-def _tiles(K: int, V: int):
-    """(BK of the output pass = all of K, BK and BV of the state pass, BV of the output pass)."""
-    BK = max(16, triton.next_power_of_2(K))
-    BV_full = max(16, triton.next_power_of_2(V))
-    if triton_interpreted():
-        return BK, min(BK, 32), min(BV_full, 16), min(BV_full, 16)
-    return BK, min(BK, 64), min(BV_full, 64), min(BV_full, 64)
+class LaunchConfig(NamedTuple):
+    """How the launches are shaped (no autotuning: the output pass updates the pool in place, so a
+    benchmark run of it would apply the update several times)."""
+
+    block_v: int  # V tile of both passes
+    warps: int  # of the output pass
+    stages: int  # software-pipelining stages of the output pass's chunk loop
+    seg_chunks: int  # chunks per segment; a sequence of at most this many chunks is not split
+    segment_block_v: int = 64  # V tile of the segment pass
+    segment_warps: int = 4
+    segment_stages: int = 2
+    tma_store: bool = True  # whole chunks' output rows leave by TMA (where their loads come by TMA)
+    maxnreg: int | None = None  # a register cap for the output pass (Triton's ``maxnreg``)
 
 
-def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale):
+# Output-pass programs one SM holds at the default tiles (registers are the limit)
+_PROGRAMS_PER_SM = 2
+# A single sequence is cut into segments for this many waves of the output pass (measured on the H200 at
+# MiniMax's heads: four segments in two waves, 154.6 / 513.1 µs at 4k / 16k tokens, against 160.6 / 562.5
+# for two in one wave, 187.9 / 551.0 for eight; benchmarks/RESULTS.md)
+_WAVES = 2
+
+
+def launch_config(num_tokens: int, num_v_heads: int, K: int, V: int, *, interpret: bool | None = None):
+    """The configuration for a prefill of ``num_tokens`` tokens: V tiles of 64 (16 in the interpreter),
+    and a single sequence cut into segments for ``_WAVES`` waves of the output pass, never shorter than
+    four chunks. Narrower heads keep the 64-wide tile, masked: at 32 columns Triton 3.6's sm_90 build of
+    the output pass left the final states wrong (rel RMSE 0.25 on the H200, right in the interpreter) and
+    before TMA tiles read out of bounds, as GDN's state pass once did at that width."""
+    interpret = triton_interpreted() if interpret is None else interpret
+    if interpret:
+        # small tiles, and small cases still split into segments
+        BV = min(max(16, triton.next_power_of_2(V)), 16)
+        return LaunchConfig(BV, 4, 1, 2, segment_block_v=16, segment_warps=4, segment_stages=1)
+    block_v = 64
+    tiles = num_v_heads * triton.cdiv(V, block_v)
+    segments = max(1, _WAVES * _PROGRAMS_PER_SM * SM_COUNT_HINT // tiles)
+    seg_chunks = max(4, triton.cdiv(triton.cdiv(max(num_tokens, 1), CHUNK_SIZE), segments))
+    return LaunchConfig(block_v, 4, 2, seg_chunks)
+
+
+def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, config=None):
     """Lightning chunked prefill over the packed sequences of ``cu_seqlens``; pool updated in place.
-    ``beta`` is ignored."""
+    ``beta`` is ignored; ``config`` overrides :func:`launch_config` (tests, probes)."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
@@ -207,22 +349,59 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale):
         return o
     BC = CHUNK_SIZE
     low = q.dtype == torch.bfloat16 and k.dtype == torch.bfloat16 and v.dtype == torch.bfloat16
-    NC = max_chunks(T, N, BC)
-    offsets = chunk_offsets(cu_seqlens, BC, torch.empty(N + 1, dtype=torch.int32, device=q.device))
-    h = torch.empty((NC, HV, K, V), dtype=torch.bfloat16 if low else torch.float32, device=q.device)
-    BK, BK_state, BV_state, BV = _tiles(K, V)
-    grid = (N * HV * triton.cdiv(K, BK_state) * triton.cdiv(V, BV_state),)
-    _lightning_states_kernel[grid](
-        k, v, g, h, state_pool, state_indices, cu_seqlens, offsets,
-        k.stride(0), k.stride(1), v.stride(0), v.stride(1), state_pool.stride(0),
-        H=H, HV=HV, K=K, V=V, BK=BK_state, BV=BV_state, BC=BC, LOW=low,
-        num_warps=8, num_stages=2,  # 4 warps spill (sm_90 build: 255 registers)
-    )  # fmt: skip
-    grid = (NC * HV * triton.cdiv(V, BV),)
-    _lightning_output_kernel[grid](
-        q, k, v, g, h, o, state_indices, cu_seqlens, offsets, N,
-        q.stride(0), q.stride(1), v.stride(0), v.stride(1), scale,
-        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, BC=BC, LOW=low,
-        num_warps=8, num_stages=2,  # 4 warps spill (sm_90 build: 255 registers)
+    config = config or launch_config(T, HV, K, V)
+    BK, BV = max(16, triton.next_power_of_2(K)), config.block_v
+    seg_tokens = config.seg_chunks * BC
+    n_segs = max_chunks(T, N, seg_tokens)
+    seg_offsets = torch.empty(N + 1, dtype=torch.int32, device=q.device)
+    chunk_offsets(cu_seqlens, seg_tokens, seg_offsets)
+    split = T > seg_tokens  # some sequence may have more than one segment
+    scratch = (n_segs if split else 0, HV, K, V)
+    partial = torch.empty(scratch, dtype=torch.float32, device=q.device)
+    start = torch.empty(scratch, dtype=torch.float32, device=q.device)
+    seg_BV = config.segment_block_v
+    tma = _tma_applies(q, k, v, BK, BV, seg_BV)
+    q_desc, k_desc, v_desc, o_desc, v_seg_desc = (
+        (_descriptor(x, cols) for x, cols in ((q, BK), (k, BK), (v, BV), (o, BV), (v, seg_BV)))
+        if tma
+        else (None,) * 5
+    )
+    shared = dict(H=H, HV=HV, K=K, V=V, BK=BK, BC=BC, SEG_CHUNKS=config.seg_chunks, LOW=low, TMA=tma)
+    if split:
+        _lightning_segment_kernel[(n_segs * HV * triton.cdiv(V, seg_BV),)](
+            k, v, g, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, k_desc, v_seg_desc,
+            N, k.stride(0), k.stride(1), v.stride(0), v.stride(1), state_pool.stride(0),
+            BV=seg_BV, num_warps=config.segment_warps, num_stages=config.segment_stages, **shared,
+        )  # fmt: skip
+    _lightning_output_kernel[(n_segs * HV * triton.cdiv(V, BV),)](
+        q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets,
+        q_desc, k_desc, v_desc, o_desc, N,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1), state_pool.stride(0),
+        scale, BV=BV, TMA_STORE=tma and config.tma_store, num_warps=config.warps, num_stages=config.stages,
+        **shared, **({} if config.maxnreg is None else dict(maxnreg=config.maxnreg)),
     )  # fmt: skip
     return o
+
+
+def _tma_applies(q, k, v, BK: int, *v_tiles: int) -> bool:
+    """Whether whole-chunk tiles come by TMA — q and k [64, K] of one head, v and o [64, BV] — over
+    [T, heads · dim] views: not in the interpreter nor for fp32 inputs; K a power of two and V a
+    multiple of every V tile (no tile overhangs its head); heads packed; bases and row pitches 16-byte
+    aligned. Otherwise the kernels load through pointers."""
+    if triton_interpreted() or not q.is_cuda or q.dtype not in (torch.bfloat16, torch.float16):
+        return False
+    K, V = q.shape[2], v.shape[2]
+    if K != BK or any(V % tile for tile in v_tiles) or any(x.dtype != q.dtype for x in (k, v)):
+        return False
+    for x in (q, k, v):
+        if x.stride(1) != x.shape[2] or x.stride(2) != 1:
+            return False
+        if x.data_ptr() % 16 or (x.stride(0) * x.element_size()) % 16:
+            return False
+    return True
+
+
+def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
+    """A TMA descriptor over ``x`` [T, heads, dim] (heads packed) as [T, heads · dim], [64, cols] tiles."""
+    flat = x.as_strided((x.shape[0], x.shape[1] * x.shape[2]), (x.stride(0), 1))
+    return TensorDescriptor.from_tensor(flat, [CHUNK_SIZE, cols])

@@ -110,10 +110,16 @@ def test_decode_and_prefill_address_pool_slots_past_2_to_the_31_elements():
         for row, slot in enumerate(big_slots):
             big["state_pool"][slot] = small["state_pool"][row]
         big["state_indices"] = torch.tensor(big_slots, dtype=torch.int32, device="cuda")
+        ref = clone_inputs(small)
         o = getattr(kda, phase)(**big, backend="triton")
-        o_ref = getattr(kda, phase)(**small, backend="torch")
-        assert rel_rmse(o, o_ref) <= 1e-4, phase
-        assert rel_rmse(big["state_pool"][list(big_slots)], small["state_pool"]) <= 1e-4, phase
+        o_small = getattr(kda, phase)(**small, backend="triton")
+        o_ref = getattr(kda, phase)(**ref, backend="torch")
+        # the same kernel on the same values: only the slot addresses differ, so the results must too
+        assert torch.equal(o, o_small), phase
+        assert torch.equal(big["state_pool"][list(big_slots)], small["state_pool"]), phase
+        # and right: fp32 inputs take tf32 products in the prefill
+        assert rel_rmse(o, o_ref) <= BF16_BOUND, phase
+        assert rel_rmse(small["state_pool"], ref["state_pool"]) <= BF16_BOUND, phase
         del big
 
 

@@ -169,9 +169,9 @@ def test_triton_prefill_with_padding_and_gqa_heads():
     ids=["one-chunk", "many-chunks-padded", "leading-empties", "varlen-two-pads"],
 )
 def test_triton_prefill_with_state_tiles_and_the_chunk_map(seqlens, pad):
-    # K = 64 splits the state pass into several K tiles (32 wide under the interpreter), V = 48 into
-    # ragged V tiles; empty and padded sequences leave gaps and repeats in the chunk offsets, and the
-    # output grid's upper bound on the chunk count leaves programs past the last chunk.
+    # V = 48 makes ragged V tiles (16 wide under the interpreter); empty and padded sequences leave gaps
+    # and repeats in the segment offsets, and the grid's upper bound on the segment count leaves
+    # programs past the last segment.
     before, ref, tri, o_ref, o_tri = run_both(
         "prefill", N=len(seqlens), H=1, HV=2, K=64, V=48, seqlens=seqlens, pad=pad, gate="strong", seed=17
     )
@@ -184,6 +184,38 @@ def test_triton_prefill_with_state_tiles_and_the_chunk_map(seqlens, pad):
             assert torch.all(o_tri[cu[n] : cu[n + 1]] == 0)
     untouched = untouched_slots(before)
     assert torch.equal(tri["state_pool"][untouched], before["state_pool"][untouched])
+
+
+@pytest.mark.parametrize("gate", ["strong", "none"])
+@pytest.mark.parametrize("seg_chunks", [1, 2, 3, 100])
+def test_triton_prefill_cut_into_segments_matches_the_reference(seg_chunks, gate):
+    # A sequence longer than seg_chunks chunks runs as segments side by side: each later segment starts
+    # from the first's copy of the pool state carried through the segments before it. Lengths: exact
+    # multiples of a segment (128, 192), one token past (193), shorter than one (5), and padding.
+    from stampgen.kernels.lightning import chunk
+
+    inputs = lightning_inputs(
+        "prefill", N=5, H=1, HV=2, K=32, V=16, seqlens=[193, 5, 128, 192, 70], pad=1, gate=gate, seed=19
+    )
+    ref, tri = clone_inputs(inputs), clone_inputs(inputs)
+    o_ref = lightning.prefill(**ref, backend="torch")
+    del tri["beta"]
+    config = chunk.LaunchConfig(block_v=16, warps=4, stages=1, seg_chunks=seg_chunks)
+    o_tri = chunk.prefill(**tri, beta=None, scale=1.0, config=config)
+    assert torch.isfinite(o_tri).all() and torch.isfinite(tri["state_pool"]).all()
+    assert rel_rmse(o_tri, o_ref) <= FP32_BOUND
+    assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
+    untouched = untouched_slots(inputs)
+    assert torch.equal(tri["state_pool"][untouched], inputs["state_pool"][untouched])
+
+
+def test_a_single_sequence_is_cut_for_two_waves_and_never_below_four_chunks():
+    from stampgen.kernels.lightning.chunk import launch_config
+
+    # MiniMax heads, V tiles of 64: 128 programs a segment; two waves of 2 · 132 slots
+    assert launch_config(4096, 64, 128, 128, interpret=False).seg_chunks == 16  # 64 chunks, 4 segments
+    assert launch_config(16 * 2048, 64, 128, 128, interpret=False).seg_chunks == 128
+    assert launch_config(100, 64, 128, 128, interpret=False).seg_chunks == 4
 
 
 def test_a_zero_length_sequence_leaves_its_slot_bit_identical():

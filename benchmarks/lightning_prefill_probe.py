@@ -1,0 +1,99 @@
+"""Time our Triton chunked lightning prefill (``kernels/lightning/chunk.py``) on a CUDA GPU, under CUDA
+graphs, at its default launch configuration and at variations of it.
+
+    python3 benchmarks/lightning_prefill_probe.py [--variations JSON] [--cases A,B] [--out DIR]
+
+MiniMax shapes (H = HV = 64, K = V = 128), bf16 q/k/v, an initial state read and the final state written,
+on ``gdn_bench.py --op lightning``'s inputs, so the numbers compare with that harness's side-by-side rows
+(fla's ``chunk_simple_gla`` on the same H200 kind: benchmarks/RESULTS.md). Each timing captures ``CALLS``
+prefill calls in one CUDA graph and reports the median replay divided by ``CALLS``. ``--variations`` is a
+JSON list of ``chunk.LaunchConfig`` field overrides (``{"block_v": 32, "warps": 8}``; ``segments``: cut
+one sequence into that many segments). Every record carries the output's and the final states' relative
+RMSE against the torch reference on the same bf16 inputs upcast to fp32, so a fast wrong variant shows.
+``--out`` writes the records as JSON lines, each as soon as it is measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks import gdn_bench  # noqa: E402
+from benchmarks.timing import graph_ms  # noqa: E402
+from stampgen.kernels import lightning  # noqa: E402
+from stampgen.kernels.chunked.common import CHUNK_SIZE  # noqa: E402
+from stampgen.kernels.lightning import chunk  # noqa: E402
+
+CASES = {"T=4096": [4096], "T=16384": [16384], "16x2048": [2048] * 16}
+CALLS = 5
+
+
+def make_case(seqlens: list[int]) -> dict:
+    cu = torch.tensor([0, *torch.tensor(seqlens).cumsum(0).tolist()], dtype=torch.int32, device="cuda")
+    s = gdn_bench.make_set("prefill", len(seqlens), 0, seqlens=seqlens, cu_shared=cu)
+    s.pop("seqlens")
+    return s
+
+
+def config_for(inputs: dict, variation: dict) -> chunk.LaunchConfig:
+    T, HV, V = inputs["v"].shape
+    K = inputs["q"].shape[2]
+    overrides = dict(variation)
+    segments = overrides.pop("segments", None)
+    config = chunk.launch_config(T, HV, K, V)._replace(**overrides)
+    if segments is not None:
+        config = config._replace(seg_chunks=max(1, -(-T // CHUNK_SIZE // segments)))
+    return config
+
+
+def run(inputs: dict, config: chunk.LaunchConfig):
+    s = gdn_bench.state_copy(inputs)
+    o = chunk.prefill(**s, scale=lightning.DEFAULT_SCALE, config=config)
+    return o, s["state_pool"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variations", default="[]", help="JSON list of LaunchConfig overrides")
+    parser.add_argument("--cases", default=",".join(CASES))
+    parser.add_argument("--out", help="folder for lightning_probe.jsonl")
+    args = parser.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("lightning_prefill_probe.py needs a CUDA GPU")
+    gdn_bench.configure("lightning")
+    variations = [{}] + json.loads(args.variations)
+    out = open(os.path.join(args.out, "lightning_probe.jsonl"), "a") if args.out else None
+    for name in args.cases.split(","):
+        inputs = make_case(CASES[name])
+        ref = gdn_bench.state_copy(inputs)
+        for key in ("q", "k", "v"):
+            ref[key] = ref[key].float()
+        o_ref = lightning.prefill(**ref, backend="torch")
+        for variation in variations:
+            config = config_for(inputs, variation)
+            try:
+                o, pool = run(inputs, config)
+                record = dict(
+                    case=name,
+                    variation=variation,
+                    config=config._asdict(),
+                    ms=graph_ms(lambda i=inputs, c=config: [run(i, c) for _ in range(CALLS)], calls=CALLS),
+                    o_err=gdn_bench.rel(o.float(), o_ref.float()),
+                    state_err=gdn_bench.rel(pool, ref["state_pool"]),
+                )
+            except Exception as err:  # a variant that does not compile or launch is a result too
+                record = dict(case=name, variation=variation, error=f"{type(err).__name__}: {err}"[:300])
+            print(json.dumps(record), flush=True)
+            if out:
+                out.write(json.dumps(record) + "\n")
+                out.flush()
+
+
+if __name__ == "__main__":
+    main()
