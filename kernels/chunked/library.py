@@ -1,6 +1,6 @@
 """Register an op's three phases as PyTorch custom ops: ``torch.ops.stampgen.<op>_{prefill,decode,verify}``.
 
-``register_phase_ops("kda", kda)`` does for an op what ``kernels.gdn.library`` spells out for GDN: each
+``register_phase_ops("kda", kda)`` registers an op's phases (GDN's, KDA's and lightning's): each
 custom op calls the op's public function with the same arguments (so it validates and dispatches exactly
 as a direct call), declares what it mutates (prefill and decode: ``state_pool``; verify:
 ``intermediate_states`` only) and has a fake implementation returning an empty ``[T, HV, V]`` output of

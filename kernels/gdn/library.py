@@ -1,6 +1,7 @@
 """The GDN phases as PyTorch custom ops: ``torch.ops.stampgen.gdn_{prefill,decode,verify}``.
 
-Importing this module registers them. Each op calls the public function of ``kernels.gdn`` with the same
+Importing this module registers them (``kernels.chunked.library.register_phase_ops``, as for KDA and
+lightning). Each op calls the public function of ``kernels.gdn`` with the same
 arguments (so it validates and dispatches exactly as a direct call), and declares what it writes:
 
     torch.ops.stampgen.gdn_prefill(q, k, v, g, beta, state_pool, state_indices, cu_seqlens, scale=None, *, backend)
@@ -22,107 +23,10 @@ them up first: the first call compiles the kernel).
 
 from __future__ import annotations
 
-import torch
-
 from stampgen.kernels import gdn
+from stampgen.kernels.chunked.library import register_phase_ops
 
 __all__ = ["gdn_decode", "gdn_prefill", "gdn_verify"]
 
-_NAMESPACE = "stampgen"
-
-
-def _output_like(v: torch.Tensor) -> torch.Tensor:
-    """The output every phase returns: [T, HV, V] with v's dtype, on v's device."""
-    return torch.empty_like(v, memory_format=torch.contiguous_format)
-
-
-@torch.library.custom_op(f"{_NAMESPACE}::gdn_prefill", mutates_args=("state_pool",))
-def gdn_prefill(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    state_pool: torch.Tensor,
-    state_indices: torch.Tensor,
-    cu_seqlens: torch.Tensor,
-    scale: float | None = None,
-    *,
-    backend: str,
-) -> torch.Tensor:
-    """``kernels.gdn.prefill`` as an op; updates ``state_pool`` in place."""
-    return gdn.prefill(
-        q,
-        k,
-        v,
-        g,
-        beta,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        cu_seqlens=cu_seqlens,
-        scale=scale,
-        backend=backend,
-    )
-
-
-@gdn_prefill.register_fake
-def _(q, k, v, g, beta, state_pool, state_indices, cu_seqlens, scale=None, *, backend):
-    return _output_like(v)
-
-
-@torch.library.custom_op(f"{_NAMESPACE}::gdn_decode", mutates_args=("state_pool",))
-def gdn_decode(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    state_pool: torch.Tensor,
-    state_indices: torch.Tensor,
-    scale: float | None = None,
-    *,
-    backend: str,
-) -> torch.Tensor:
-    """``kernels.gdn.decode`` as an op; updates ``state_pool`` in place."""
-    return gdn.decode(
-        q, k, v, g, beta, state_pool=state_pool, state_indices=state_indices, scale=scale, backend=backend
-    )
-
-
-@gdn_decode.register_fake
-def _(q, k, v, g, beta, state_pool, state_indices, scale=None, *, backend):
-    return _output_like(v)
-
-
-@torch.library.custom_op(f"{_NAMESPACE}::gdn_verify", mutates_args=("intermediate_states",))
-def gdn_verify(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    g: torch.Tensor,
-    beta: torch.Tensor,
-    state_pool: torch.Tensor,
-    state_indices: torch.Tensor,
-    intermediate_states: torch.Tensor,
-    scale: float | None = None,
-    *,
-    backend: str,
-) -> torch.Tensor:
-    """``kernels.gdn.verify`` as an op; writes ``intermediate_states``, never the pool."""
-    return gdn.verify(
-        q,
-        k,
-        v,
-        g,
-        beta,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        intermediate_states=intermediate_states,
-        scale=scale,
-        backend=backend,
-    )
-
-
-@gdn_verify.register_fake
-def _(q, k, v, g, beta, state_pool, state_indices, intermediate_states, scale=None, *, backend):
-    return _output_like(v)
+_ops = register_phase_ops("gdn", gdn)
+gdn_prefill, gdn_decode, gdn_verify = _ops.prefill, _ops.decode, _ops.verify
