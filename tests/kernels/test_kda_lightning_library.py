@@ -1,6 +1,6 @@
 """The KDA and lightning custom ops (``kernels.{kda,lightning}.library``): the same results as the direct
 calls, valid registrations (opcheck), traceable by ``torch.compile(fullgraph=True)``, and (GPU, in
-test_kda_gpu.py / test_lightning_gpu.py) capturable in a CUDA graph."""
+test_kda_lightning_gpu.py) capturable in a CUDA graph."""
 
 import pytest
 import torch

@@ -4,7 +4,7 @@ Triton kernels against the reference (the CPU interpreter when there is no GPU),
 Lightning has no delta rule, no q/k normalisation and scale 1.0; its gate is one constant log-decay per
 head, ``g: [HV]``: the MiniMax slopes (``g_h = −2^(−8(h+1)/H) · layer factor``), or uniform ones near 0
 and near −5 (strong and weak decay). q, k, v here are SiLU outputs (non-negative, not normalised), as in
-the model. On a CPU the kernels run in fp32 and fp16 only (bf16 is in test_lightning_gpu.py).
+the model. On a CPU the kernels run in fp32 and fp16 only (bf16 is in test_kda_lightning_gpu.py).
 """
 
 import pytest
