@@ -24,8 +24,9 @@ What the adapters do with our inputs:
 * output rows of padding sequences are zeroed. Gather, scatter and masks run on the device.
 
 Limits, raised as ``KernelUnavailableError``: K = V = 128 and bf16 q/k/v (the only configuration its
-kernels are built for). Not yet run on hardware here: the GPU machines of this project have no FlashInfer
-(see the report of issue #23); the GPU tests skip when it is missing.
+kernels are built for); no prefill on SM90, where its multi-token calls measured wrong (``prefill``). Its SM90 kernel holds the state in bf16: each call rounds the state it starts
+from to bf16 (decode and verify: every token; the pool itself stays fp32). The GPU tests skip when
+FlashInfer is missing.
 """
 
 from __future__ import annotations
@@ -111,10 +112,12 @@ def _scatter(state_pool: torch.Tensor, state_indices: torch.Tensor, states: torc
 
 
 def _call(q, k, v, g, beta, initial, scale, cu_seqlens=None):
-    """(o [B, T, HV, V], final states [N, HV, V, K]) of ``recurrent_kda`` on batch-first inputs.
+    """(o [B, T, HV, V], final states [N, HV, V, K] fp32) of ``recurrent_kda`` on batch-first inputs.
 
     ``recurrent_kda`` takes every per-token input in bf16 (it raises ``TypeError`` on our fp32 ``g``
-    and ``beta``), so the gate and beta are rounded to bf16 here; the state stays fp32.
+    and ``beta``), and on SM90 its kernel is built for a bf16 state (an fp32 one is refused: "Mismatched
+    Tensor on argument #5 ... expected dtype=bfloat16", FlashInfer 0.7.2 on the H200), so the gate, beta
+    and the initial state are rounded to bf16 here and the final state widened back to fp32.
     """
     o, final = _recurrent_kda()(
         q,
@@ -123,17 +126,25 @@ def _call(q, k, v, g, beta, initial, scale, cu_seqlens=None):
         g.to(torch.bfloat16),
         beta.to(torch.bfloat16),
         scale=scale,
-        initial_state=initial,
+        initial_state=initial.to(torch.bfloat16),
         output_final_state=True,
         use_qk_l2norm_in_kernel=False,
         use_gate_in_kernel=False,
         cu_seqlens=cu_seqlens,
     )
-    return o, final
+    return o, final.float()
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale):
     _check_supported(q, v)
+    if torch.cuda.get_device_capability(q.device)[0] == 9:
+        # Measured on the H200 (FlashInfer 0.7.2): one-token sequences right (2.5e-3), every longer one
+        # wrong, whether packed with cu_seqlens or called one by one (rel RMSE 0.5 to 120 against the
+        # reference); decode and verify, one token per call, are right. Refused rather than wrong.
+        raise KernelUnavailableError(
+            "kda backend 'flashinfer': FlashInfer's SM90 recurrent_kda gives wrong outputs for sequences "
+            "of more than one token (measured, FlashInfer 0.7.2 on the H200); use the 'triton' prefill"
+        )
     T = q.shape[0]
     initial = _gather(state_pool, state_indices)
     o, final = _call(q[None], k[None], v[None], g[None], beta[None], initial, scale, cu_seqlens.long())

@@ -16,6 +16,7 @@ from test_lightning_kernels import lightning_inputs
 import stampgen.kernels.kda.library  # noqa: F401  (registers torch.ops.stampgen.kda_*)
 import stampgen.kernels.lightning.library  # noqa: F401  (registers torch.ops.stampgen.lightning_*)
 from stampgen.kernels import kda, lightning
+from stampgen.kernels._validation import KernelUnavailableError
 from stampgen.kernels.kda import flashinfer as kda_flashinfer
 
 pytestmark = pytest.mark.gpu
@@ -175,11 +176,20 @@ needs_flashinfer = pytest.mark.skipif(
 
 
 @needs_flashinfer
-@pytest.mark.parametrize("phase", ["prefill", "decode", "verify"])
+def test_kda_flashinfer_prefill_is_refused_on_sm90():
+    # its multi-token calls measured wrong there (kernels/kda/flashinfer.py): refused, not run
+    if torch.cuda.get_device_capability()[0] != 9:
+        pytest.skip("measured on SM90 only")
+    bf16 = bf16_inputs("kda", "prefill", N=2, seqlens=[33, 5], **OPS["kda"]["heads"], seed=21)[0]
+    with pytest.raises(KernelUnavailableError, match="more than one token"):
+        kda.prefill(**bf16, backend="flashinfer")
+
+
+@needs_flashinfer
+@pytest.mark.parametrize("phase", ["decode", "verify"])
 def test_kda_flashinfer_matches_the_fp32_reference(phase):
     shape = dict(N=4, pad=1, **OPS["kda"]["heads"])
     shape.update(D=3) if phase == "verify" else None
-    shape.update(seqlens=[33, 1, 70, 5]) if phase == "prefill" else None
     bf16, _, fp32 = bf16_inputs("kda", phase, **shape, seed=20)
     o = getattr(kda, phase)(**bf16, backend="flashinfer")
     o_ref = getattr(kda, phase)(**fp32, backend="torch")
