@@ -1,12 +1,13 @@
-"""What our GDN Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
+"""What our Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_intra] [--sass DIR] [--lines N]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_intra,lightning_output,lightning_segment] [--sass DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
 each kernel at Qwen3-Next shapes (H=16, HV=32, K=V=128, bf16 q/k/v) and each configuration in
 ``VARIANTS`` (the defaults first), it prints the registers per thread, the spill bytes, the shared
-memory per program, how many programs fit on one H200 SM and what limits them, and the counts of
+memory per program, how many programs fit on one H200 SM and what limits them (the GDN kernels at
+Qwen3-Next shapes; ``lightning_*``: the lightning prefill's passes at MiniMax's, H = HV = 64), and the counts of
 warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS, the instructions of
 its longest loop (a pass's chunk step: what one step issues per warp) and of the whole kernel (``instr``:
 what a program of a kernel without a loop, as the intra launches, issues per warp). ``--lines N`` also lists the N
@@ -52,6 +53,7 @@ from stampgen.kernels.gdn import (  # noqa: E402
     chunk_state,
     fused_recurrent,
 )
+from stampgen.kernels.lightning import chunk as lightning_chunk  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -93,8 +95,12 @@ ARG_TYPES = dict(
     N="i32",
     D="i32",
     scale="fp32",
+    partial=F32,
+    seg_offsets=I32,
 )
 
+# The lightning prefill at MiniMax's heads: bf16, TMA tiles, a segment of 16 chunks (4k tokens' default)
+_LIGHTNING = dict(H=64, HV=64, K=128, V=128, BK=128, BC=64, SEG_CHUNKS=16, LOW=True, TMA=True)
 # name -> (kernel, values of its constexpr arguments that every variant shares)
 KERNELS = {
     "decode": (fused_recurrent._gdn_decode_kernel, SHAPES),
@@ -120,6 +126,8 @@ KERNELS = {
     "carry": (chunk_state._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
     "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
+    "lightning_output": (lightning_chunk._lightning_output_kernel, _LIGHTNING),
+    "lightning_segment": (lightning_chunk._lightning_segment_kernel, _LIGHTNING),
 }
 
 
@@ -165,6 +173,7 @@ def constexpr_gaps(fn, values: dict) -> set:
 
 
 _default = chunk_config.launch_config(4096, 1, HV, V, interpret=False)
+_lightning = lightning_chunk.launch_config(4096, 64, 128, 128, interpret=False)
 # (kernel, label, meta-parameters, num_warps, num_stages[, compile options]); the first row of each
 # kernel is its default.
 VARIANTS = [
@@ -222,6 +231,22 @@ VARIANTS = [
     ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V), 4, 1),
     ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, PDL=True), 4, 1),
     ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True), 4, 1),
+    (
+        "lightning_output",
+        "default",
+        dict(BV=_lightning.block_v, TMA_STORE=True),
+        _lightning.warps,
+        _lightning.stages,
+    ),
+    ("lightning_output", "8 warps", dict(BV=_lightning.block_v, TMA_STORE=True), 8, _lightning.stages),
+    ("lightning_output", "pointer stores", dict(BV=_lightning.block_v, TMA_STORE=False), _lightning.warps, 2),
+    (
+        "lightning_segment",
+        "default",
+        dict(BV=_lightning.segment_block_v),
+        _lightning.segment_warps,
+        _lightning.segment_stages,
+    ),
 ]
 
 
@@ -290,7 +315,15 @@ def _longest_loop(listing):
 
 
 # The modules whose source lines ``--lines`` shows: where the kernels and their helpers are.
-SOURCES = (chunk_common, chunk_intra, chunk_state, chunk_gluon, chunk_intra_gluon, fused_recurrent)
+SOURCES = (
+    chunk_common,
+    chunk_intra,
+    chunk_state,
+    chunk_gluon,
+    chunk_intra_gluon,
+    fused_recurrent,
+    lightning_chunk,
+)
 
 
 def _print_lines(rows, top: int, scope: str) -> None:

@@ -72,7 +72,7 @@ def _load_chunk(desc, ptr, tok0, rows, stride_tok, col0, cols, n_cols, n_rows, W
     chunk, the tile inside its head); otherwise through pointers, rows ≥ ``n_rows`` and columns ≥
     ``n_cols`` read as zeros. The pointers: one 64-bit base and 32-bit offsets within the chunk."""
     if WHOLE:
-        return desc.load([tok0.to(tl.int32), col0])
+        return desc.load([tok0.to(tl.int32), col0.to(tl.int32)])
     ptrs = (ptr + tok0 * stride_tok + col0) + (rows[:, None] * stride_tok + cols[None, :])
     return tl.load(ptrs, mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :], other=0.0)
 
@@ -195,7 +195,7 @@ def _output_chunk(
     S = _state_update(S, k, v, v_decay, chunk_decay, LOW)
     o = o.to(o_ptr.dtype.element_ty)
     if WHOLE and TMA_STORE:
-        o_desc.store([tok0.to(tl.int32), v_col], o)
+        o_desc.store([tok0.to(tl.int32), v_col.to(tl.int32)], o)
     else:
         o_ptrs = (o_ptr + tok0 * stride_o_tok + v_col) + (rows[:, None] * stride_o_tok + cols_v[None, :])
         tl.store(o_ptrs, o, mask=(rows < length)[:, None] & (cols_v < n_v)[None, :])
