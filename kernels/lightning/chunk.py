@@ -18,20 +18,22 @@ fewer than the SMs at MiniMax's 64 heads):
 1. ``_chunk_offsets_kernel`` (``kernels.chunked.chunk_map``), once with the segment length as its
    "chunk": each sequence's first global segment index.
 2. ``_lightning_segment_kernel`` (only if some sequence can be split), one program per (global segment,
-   head, V tile): for every segment but its sequence's last, B = the state its chunks leave from S = 0,
-   into the scratch ``partial``; a split sequence's first segment also copies the pool state to
-   ``start``, since the sequence's last segment overwrites the pool in pass 3.
+   head, V tile): for every segment but its sequence's last, B = the state its chunks leave from S = 0 —
+   one product over its tokens, each weighted by exp((distance to the segment's end) g) — into the
+   scratch ``partial``; a split sequence's first segment also copies the pool state to ``start``, since
+   the sequence's last segment overwrites the pool in pass 3.
 3. ``_lightning_output_kernel``, one program per (global segment, head, V tile): the segment's initial
    state (the pool row for a sequence's first segment; else ``start`` carried through the B of the
    segments before it, S ← exp(64 · seg_chunks · g) S + B), then the chunk loop above with the output
    fused in; a sequence's last segment writes the pool.
 
 All chunks but a sequence's last are whole, so the loop runs them unmasked with decays computed once
-per program, and the last chunk runs after it with masks; rows past the end of a sequence are read as
+per program and their tiles moved by TMA (where the heads allow: ``_tma_applies``), and the last chunk
+runs after it with masked pointer loads; rows past the end of a sequence are read as
 zeros and their weights are masked to exp(−inf) = 0 before they could overflow (for j > L − 1 the
-exponent (L − 1 − j) g would be positive). Padding (index −1): zero state, zero output, nothing stored.
-Products: for bf16 inputs the operands are bf16 (Q, K, V as given; the decayed K, the weighted Q Kᵀ and
-S rounded to bf16), fp32 accumulation, the carried state fp32; otherwise fp32 operands (tf32 on a GPU,
+exponent (L − 1 − j) g would be positive). Padding (index −1): zero state, zero output (its output
+weights are zeroed once per program), nothing stored. Products: for bf16 inputs the operands are bf16
+(Q, K, V as given; the decayed V, the weighted Q Kᵀ and S rounded to bf16), fp32 accumulation, the carried state fp32; otherwise fp32 operands (tf32 on a GPU,
 exact in the interpreter). No host sync anywhere: grids and scratch are sized by upper bounds.
 """
 
