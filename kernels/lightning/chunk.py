@@ -53,10 +53,10 @@ from stampgen.kernels.chunked.common import CHUNK_SIZE, SM_COUNT_HINT, head_dim_
 
 @triton.jit
 def _segment_of_program(seg_offsets_ptr, N, HV: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    """(global segment, sequence, segment within it, segments of the sequence, v-head, V offsets) of
-    this program, and its V tile's first column; the grid is 1-D over (global segment, v-head, V tile), tiles fastest. A program past
-    the last segment (the grid is an upper bound) gets a segment index ≥ its sequence's segment count
-    (``chunk_map.chunk_sequence`` clamps it to the last sequence)."""
+    """(global segment, sequence, segment within it, segments of the sequence, v-head, first column of
+    the V tile) of this program; the grid is 1-D over (global segment, v-head, V tile), tiles fastest. A
+    program past the last segment (the grid is an upper bound) gets a segment index ≥ its sequence's
+    segment count (``chunk_map.chunk_sequence`` clamps it to the last sequence)."""
     pid = tl.program_id(0)
     NV: tl.constexpr = (V + BV - 1) // BV
     i_v = pid % NV
