@@ -33,11 +33,14 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from stampgen.generated import linear_attn as la
-from stampgen.kernels.runtime import (
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from stampgen.generated import linear_attn as la  # noqa: E402
+from stampgen.kernels.runtime import (  # noqa: E402
     ARCHS,
     ModelRunner,
     ProcessConfig,
@@ -46,18 +49,9 @@ from stampgen.kernels.runtime import (
     launch,
     runner_facts_for,
 )
+from tests.machines import SM90  # noqa: E402  (the machine the runtime tests stamp on)
 
 TARGET_US = 50.0
-SM90 = dict(
-    platform="cuda",
-    sm=9,
-    sm_minor=0,
-    cuda=13,
-    pool_dtype="float32",
-    head_k_dim=128,
-    head_v_dim=128,
-    flashinfer_gdn_prefill=True,
-)
 
 
 def per_runner_us(step: Callable[[Any], Any], make: Callable[[], Any], runners: int, repeats: int) -> float:

@@ -32,17 +32,8 @@ from stampgen.kernels.runtime.loader import (
     make_checkpoint,
 )
 from stampgen.kernels.runtime.models import ARCHS, DeepseekV4ForCausalLM, EntryClass
+from tests.machines import CPU
 
-CPU = dict(
-    platform="cpu",
-    sm=0,
-    sm_minor=0,
-    cuda=0,
-    pool_dtype="float32",
-    head_k_dim=128,
-    head_v_dim=128,
-    flashinfer_gdn_prefill=False,
-)
 DEEPSEEK = tiny_deepseek_v4_config()
 DEEPSEEK_FUSABLE = DEEPSEEK.replace(enforce_shared_experts_fusion=True)
 

@@ -32,17 +32,8 @@ from stampgen.kernels.runtime.layers import (
 from stampgen.kernels.runtime.loader import make_checkpoint
 from stampgen.kernels.runtime.models import ARCHS
 from stampgen.kernels.runtime.speculative import ModelWorker, build_worker
+from tests.machines import CPU
 
-CPU = dict(
-    platform="cpu",
-    sm=0,
-    sm_minor=0,
-    cuda=0,
-    pool_dtype="float32",
-    head_k_dim=128,
-    head_v_dim=128,
-    flashinfer_gdn_prefill=False,
-)
 EVERY_PHASE_TORCH = MambaConfig(linear_attn_backend="torch", linear_attn_verify_backend="torch")
 
 

@@ -31,18 +31,9 @@ from stampgen.kernels.runtime import (
     launch,
     runner_facts_for,
 )
+from tests.machines import SM90
 
 REPO = Path(__file__).resolve().parents[1]
-SM90 = dict(
-    platform="cuda",
-    sm=9,
-    sm_minor=0,
-    cuda=13,
-    pool_dtype="float32",
-    head_k_dim=128,
-    head_v_dim=128,
-    flashinfer_gdn_prefill=True,
-)
 GDN_TARGET = "Qwen3NextForCausalLM"
 STAMP_LINE = la.RULE_POSITIONS["stamp LinearAttnBackends"]
 

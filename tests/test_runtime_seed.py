@@ -41,24 +41,13 @@ from stampgen.kernels.runtime import (
     launch,
     runner_facts_for,
 )
+from tests.machines import SM90
 
 RULES = "rules/linear_attn.rules"
 
-# A Hopper machine on which a GDN runner meets every FlashInfer-prefill condition (fp32 state pool,
-# 128-wide heads, flashinfer.gdn_prefill importable), and a server chunking prefill at 8k.
-SM90 = dict(
-    platform="cuda",
-    sm=9,
-    sm_minor=0,
-    cuda=13,
-    pool_dtype="float32",
-    head_k_dim=128,
-    head_v_dim=128,
-    flashinfer_gdn_prefill=True,
-)
 SM100 = dict(SM90, sm=10, pool_dtype="bfloat16")
 NPU = dict(SM90, platform="npu", sm=0, cuda=0)
-CHUNKED = ServerConfig(chunked_prefill_size=8192)
+CHUNKED = ServerConfig(chunked_prefill_size=8192)  # a server chunking prefill at 8k
 
 GDN_TARGET = "Qwen3NextForCausalLM"
 NON_GDN_DRAFT = "Qwen3NextForCausalLMMTP"  # its MTP layer is full attention

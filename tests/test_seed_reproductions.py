@@ -49,6 +49,7 @@ from stampgen.kernels.runtime.speculative import (
     generate_greedy,
     generate_speculative,
 )
+from tests.machines import CPU
 
 DSPARK = "DeepseekV4ForCausalLMDSpark"
 DRAFT_TOKENS = 4
@@ -70,17 +71,6 @@ def one_cpu_thread():
 
 
 # --------------------------------------------------------------------------------------------- SGLang #33312
-
-CPU = dict(
-    platform="cpu",
-    sm=0,
-    sm_minor=0,
-    cuda=0,
-    pool_dtype="float32",
-    head_k_dim=128,
-    head_v_dim=128,
-    flashinfer_gdn_prefill=False,
-)
 
 
 def dspark_pair():

@@ -29,17 +29,8 @@ from stampgen.kernels.runtime.speculative import (
     generate_greedy,
     generate_speculative,
 )
+from tests.machines import CPU
 
-CPU = dict(
-    platform="cpu",
-    sm=0,
-    sm_minor=0,
-    cuda=0,
-    pool_dtype="float32",
-    head_k_dim=128,
-    head_v_dim=128,
-    flashinfer_gdn_prefill=False,
-)
 PROMPTS = [[5, 17, 3, 99, 42], [7, 7, 1, 64, 23, 88, 2, 11, 9], [31, 4, 120]]  # three lengths
 NEW_TOKENS = 16
 

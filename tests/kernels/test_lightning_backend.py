@@ -29,12 +29,11 @@ from stampgen.kernels.runtime import (
     launch,
     runner_facts_for,
 )
+from tests.machines import CPU
 
 ARCH = "BailingMoeV2_5ForCausalLM"
 RULES_FILE = Path(__file__).resolve().parents[2] / "rules" / "linear_attn.rules"
 SERVER = ServerConfig(chunked_prefill_size=8192)
-DEVICE = dict(platform="cpu", sm=0, cuda=0, sm_minor=0, head_k_dim=128, head_v_dim=128,
-              flashinfer_gdn_prefill=False, pool_dtype="float32")  # fmt: skip
 
 
 def lightning_runner(mamba: MambaConfig | None = None, server: ServerConfig = SERVER) -> ModelRunner:
@@ -42,7 +41,7 @@ def lightning_runner(mamba: MambaConfig | None = None, server: ServerConfig = SE
     launch(config, rules.LaunchFacts(sm=0, cuda=0, kimi_k3=False))
     cls = ARCHS[ARCH]
     return ModelRunner(
-        "target", model_cls=cls, runner_facts=runner_facts_for(cls, **DEVICE), process_config=config
+        "target", model_cls=cls, runner_facts=runner_facts_for(cls, **CPU), process_config=config
     )
 
 
