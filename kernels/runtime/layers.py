@@ -386,37 +386,9 @@ class GatedDeltaNet(nn.Module):
         k = _l2norm(k.reshape(T, self.H, self.K)).to(x.dtype)
         v = v.reshape(T, self.HV, self.V).contiguous()
         g, beta = self._gates(x)
-        state_pool = batch.pools.ssm[self.layer_id]
-        if batch.mode is ForwardMode.PREFILL:
-            o = backend.prefill(
-                q,
-                k,
-                v,
-                g,
-                beta,
-                state_pool=state_pool,
-                state_indices=batch.state_indices,
-                cu_seqlens=batch.cu_seqlens,
-            )
-        elif batch.mode is ForwardMode.DECODE:
-            o = backend.decode(q, k, v, g, beta, state_pool=state_pool, state_indices=batch.state_indices)
-        else:
-            assert window is not None and batch.verify_tokens is not None
-            intermediate = torch.empty(
-                (batch.num_rows, batch.verify_tokens, self.HV, self.V, self.K),
-                dtype=torch.float32,
-                device=x.device,
-            )
-            o = backend.verify(
-                q,
-                k,
-                v,
-                g,
-                beta,
-                state_pool=state_pool,
-                state_indices=batch.state_indices,
-                intermediate_states=intermediate,
-            )
+        o, intermediate = _linear_op(self, backend, batch, q, k, v, g, beta)
+        if intermediate is not None:
+            assert window is not None
             batch.verified[self.layer_id] = (intermediate, window)
         o = self._gate_output(o, z.reshape(T, self.HV, self.V))
         return self.out_proj(o.reshape(T, self.value_dim))
@@ -459,16 +431,43 @@ class GatedDeltaNet(nn.Module):
         ``accepted[n]`` is the number of draft tokens row ``n`` kept (0..D); it keeps ``accepted + 1``
         verified tokens, so the GDN state is ``intermediate_states[n, accepted]``.
         """
-        intermediate, window = batch.verified[self.layer_id]
+        _, window = batch.verified[self.layer_id]
         assert window is not None
-        real = batch.state_indices >= 0
-        rows = torch.nonzero(real).flatten()
-        slots = batch.state_indices[real].long()
-        kept = accepted.to(rows.device)[rows]
-        batch.pools.ssm[self.layer_id][slots] = intermediate[rows, kept]
+        rows, slots, kept = _commit_states(self, batch, accepted)
         taps = kept[:, None] + 1 + torch.arange(self.width - 1, device=rows.device)[None, :]  # [R, W - 1]
         chosen = window[rows].gather(2, taps[:, None, :].expand(-1, window.shape[1], -1))
         batch.pools.conv[self.layer_id][slots] = chosen
+
+
+def _linear_op(layer: Any, backend: Any, batch: ForwardBatch, q, k, v, g, beta, **kwargs: Any):
+    """(o, the state after every verified token or None): ``layer``'s op in the batch's phase through the
+    runner's consumer, on the layer's state pool (prefill and decode update it in place; verify only
+    reads it)."""
+    common = dict(state_pool=batch.pools.ssm[layer.layer_id], state_indices=batch.state_indices, **kwargs)
+    if batch.mode is ForwardMode.PREFILL:
+        return backend.prefill(q, k, v, g, beta, cu_seqlens=batch.cu_seqlens, **common), None
+    if batch.mode is ForwardMode.DECODE:
+        return backend.decode(q, k, v, g, beta, **common), None
+    assert batch.verify_tokens is not None
+    intermediate = torch.empty(
+        (batch.num_rows, batch.verify_tokens, layer.HV, layer.V, layer.K),
+        dtype=torch.float32,
+        device=q.device,
+    )
+    return backend.verify(q, k, v, g, beta, intermediate_states=intermediate, **common), intermediate
+
+
+def _commit_states(layer: Any, batch: ForwardBatch, accepted: torch.Tensor):
+    """After verify: each real row's slot of ``layer``'s state pool takes the state after its last kept
+    token (``accepted[n]`` draft tokens kept, so ``intermediate_states[n, accepted[n]]``). Returns the
+    real rows, their slots and their kept counts."""
+    intermediate, _ = batch.verified[layer.layer_id]
+    real = batch.state_indices >= 0
+    rows = torch.nonzero(real).flatten()
+    slots = batch.state_indices[real].long()
+    kept = accepted.to(rows.device)[rows]
+    batch.pools.ssm[layer.layer_id][slots] = intermediate[rows, kept]
+    return rows, slots, kept
 
 
 def _consumer_of(layer: Any, batch: ForwardBatch) -> Any:
@@ -563,53 +562,15 @@ class LightningAttention(nn.Module):
         k = k.reshape(T, self.H, self.K).contiguous()
         v = v.reshape(T, self.HV, self.V).contiguous()
         g = self.decay.to(x.device)
-        state_pool = batch.pools.ssm[self.layer_id]
-        if batch.mode is ForwardMode.PREFILL:
-            o = backend.prefill(
-                q,
-                k,
-                v,
-                g,
-                None,
-                state_pool=state_pool,
-                state_indices=batch.state_indices,
-                cu_seqlens=batch.cu_seqlens,
-                scale=1.0,
-            )
-        elif batch.mode is ForwardMode.DECODE:
-            o = backend.decode(
-                q, k, v, g, None, state_pool=state_pool, state_indices=batch.state_indices, scale=1.0
-            )
-        else:
-            assert batch.verify_tokens is not None
-            intermediate = torch.empty(
-                (batch.num_rows, batch.verify_tokens, self.HV, self.V, self.K),
-                dtype=torch.float32,
-                device=x.device,
-            )
-            o = backend.verify(
-                q,
-                k,
-                v,
-                g,
-                None,
-                state_pool=state_pool,
-                state_indices=batch.state_indices,
-                intermediate_states=intermediate,
-                scale=1.0,
-            )
+        o, intermediate = _linear_op(self, backend, batch, q, k, v, g, None, scale=1.0)
+        if intermediate is not None:
             batch.verified[self.layer_id] = (intermediate, None)
         o = self.norm(o.reshape(T, self.value_dim)) * torch.sigmoid(self.output_gate(x))
         return self.out_proj(o)
 
     def commit(self, batch: ForwardBatch, accepted: torch.Tensor) -> None:
         """After verify: each real row's slot takes the state after its last kept token."""
-        intermediate, _ = batch.verified[self.layer_id]
-        real = batch.state_indices >= 0
-        rows = torch.nonzero(real).flatten()
-        slots = batch.state_indices[real].long()
-        kept = accepted.to(rows.device)[rows]
-        batch.pools.ssm[self.layer_id][slots] = intermediate[rows, kept]
+        _commit_states(self, batch, accepted)
 
 
 _LINEAR_MIXERS: dict[str, type[nn.Module]] = {
