@@ -27,15 +27,11 @@ the backend listed in ``KERNELS``, imported on first use.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-import os
 from collections.abc import Mapping
 from types import MappingProxyType
 
-import torch
-
 from stampgen.kernels._validation import GATE_DIMS_GDN, KernelUnavailableError, validate_linear_attn_args
+from stampgen.kernels.chunked.common import TRITON_HINT, KernelLoader, resolve_scale
 
 __all__ = [
     "BACKENDS",
@@ -68,27 +64,21 @@ KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(
     }
 )
 
-_INSTALL_HINTS = {
-    "triton": "install triton (pip install 'triton>=3.3') and run on a CUDA GPU, "
-    "or set TRITON_INTERPRET=1 for the CPU interpreter",
-    "flashinfer": "install flashinfer-python (pip install 'flashinfer-python>=0.7.2') and run on an "
-    "SM90+ CUDA GPU (H100/H200 or newer)",
-}
+_LOADER = KernelLoader(
+    "gdn",
+    __name__,
+    KERNELS,
+    {
+        "triton": TRITON_HINT,
+        "flashinfer": "install flashinfer-python (pip install 'flashinfer-python>=0.7.2') and run on an "
+        "SM90+ CUDA GPU (H100/H200 or newer)",
+    },
+)
 
 
 def available_backends() -> tuple[str, ...]:
     """The backends that can run in this environment (packages importable, a suitable device present)."""
-    found = ["torch"]
-    has_cuda = torch.cuda.is_available()
-    if importlib.util.find_spec("triton") is not None and (has_cuda or _triton_interpreted()):
-        found.append("triton")
-    if (
-        importlib.util.find_spec("flashinfer") is not None
-        and has_cuda
-        and torch.cuda.get_device_capability() >= (9, 0)
-    ):
-        found.append("flashinfer")
-    return tuple(found)
+    return _LOADER.available_backends()
 
 
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None, backend):
@@ -105,7 +95,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=No
         cu_seqlens=cu_seqlens,
         gate_dims=GATE_DIMS_GDN,
     )
-    kernel = _kernel("prefill", backend, q.device)
+    kernel = _LOADER.get("prefill", backend, q.device)
     return kernel(
         q,
         k,
@@ -115,7 +105,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=No
         state_pool=state_pool,
         state_indices=state_indices,
         cu_seqlens=cu_seqlens,
-        scale=_resolve_scale(scale, q),
+        scale=_scale(scale, q),
     )
 
 
@@ -132,9 +122,9 @@ def decode(q, k, v, g, beta, *, state_pool, state_indices, scale=None, backend):
         state_indices=state_indices,
         gate_dims=GATE_DIMS_GDN,
     )
-    kernel = _kernel("decode", backend, q.device)
+    kernel = _LOADER.get("decode", backend, q.device)
     return kernel(
-        q, k, v, g, beta, state_pool=state_pool, state_indices=state_indices, scale=_resolve_scale(scale, q)
+        q, k, v, g, beta, state_pool=state_pool, state_indices=state_indices, scale=_scale(scale, q)
     )
 
 
@@ -155,7 +145,7 @@ def verify(q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, 
         intermediate_states=intermediate_states,
         gate_dims=GATE_DIMS_GDN,
     )
-    kernel = _kernel("verify", backend, q.device)
+    kernel = _LOADER.get("verify", backend, q.device)
     return kernel(
         q,
         k,
@@ -165,36 +155,9 @@ def verify(q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, 
         state_pool=state_pool,
         state_indices=state_indices,
         intermediate_states=intermediate_states,
-        scale=_resolve_scale(scale, q),
+        scale=_scale(scale, q),
     )
 
 
-def _resolve_scale(scale, q: torch.Tensor) -> float:
-    return q.shape[-1] ** -0.5 if scale is None else float(scale)
-
-
-def _triton_interpreted() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
-
-
-def _kernel(phase: str, backend: str, device: torch.device):
-    """The backend function for (phase, backend), imported on first use."""
-    if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "triton" and device.type != "cuda" and not _triton_interpreted():
-        raise KernelUnavailableError(
-            f"backend 'triton' needs CUDA tensors (got {device.type}); {_INSTALL_HINTS['triton']}"
-        )
-    if backend == "flashinfer" and device.type != "cuda":
-        raise KernelUnavailableError(
-            f"backend 'flashinfer' needs CUDA tensors (got {device.type}); {_INSTALL_HINTS['flashinfer']}"
-        )
-    module_name, function_name = KERNELS[(phase, backend)].split(":")
-    try:
-        module = importlib.import_module(f"{__name__}.{module_name}")
-    except ModuleNotFoundError as err:
-        hint = _INSTALL_HINTS.get(backend, "")
-        raise KernelUnavailableError(
-            f"gdn {phase} backend {backend!r} cannot be imported here (missing module {err.name!r}); {hint}"
-        ) from err
-    return getattr(module, function_name)
+def _scale(scale, q) -> float:
+    return resolve_scale(scale, q.shape[-1] ** -0.5)
