@@ -29,3 +29,15 @@ def meaning():
     from stampgen.codegen.ir import without_positions
 
     return without_positions
+
+
+@pytest.fixture(scope="module")
+def one_cpu_thread():
+    """Torch on one CPU thread for a module's tests (``pytestmark = pytest.mark.usefixtures(...)``): the
+    tiny models' ops run fastest so, and do not stall when other processes hold the cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -38,13 +38,7 @@ DEEPSEEK = tiny_deepseek_v4_config()
 DEEPSEEK_FUSABLE = DEEPSEEK.replace(enforce_shared_experts_fusion=True)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_cpu_thread():
-    """Tiny ops run fastest on one thread, and do not stall when other processes hold the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_cpu_thread")  # tests/conftest.py
 
 
 def runner(cls, name="target"):

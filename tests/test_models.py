@@ -62,13 +62,7 @@ def worker(arch="Qwen3NextForCausalLM", hf_config=None, *, config=None, seed=0, 
 PROMPTS = [[5, 17, 3, 99, 42], [7, 7, 1, 64, 23, 88, 2, 11, 9], [31, 4]]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_cpu_thread():
-    """Tiny ops run fastest on one thread, and do not stall when other processes hold the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_cpu_thread")  # tests/conftest.py
 
 
 def prefill_logits(w: ModelWorker, rows, slots=None):

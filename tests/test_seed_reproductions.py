@@ -61,13 +61,7 @@ PROMPTS = [
 NEW_TOKENS = 24
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_cpu_thread():
-    """Tiny ops run fastest on one thread, and do not stall when other processes hold the cores."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_cpu_thread")  # tests/conftest.py
 
 
 # --------------------------------------------------------------------------------------------- SGLang #33312
