@@ -7,42 +7,25 @@
 * one end-to-end call: a stamped runner's `GDNAttnBackend.decode` runs the Triton kernel (under the Triton
   CPU interpreter, set by the root conftest) and matches the torch reference.
 
-The search runs the whole runtime path (launch normalisation, gates, stamp, validation) over a slice of the
-config domain: each backend flag unset or naming the backend under test, Triton or FlashInfer, on a few
-machines. A stamp value is always copied from one of those flags or is a rules constant, so the slice
-contains every way the rules can put a value into a phase.
+The search (tests/rules_search.py) runs the whole runtime path over a slice of the config domain, on a few
+machines.
 """
 
 from __future__ import annotations
 
-import itertools
 from functools import cache
 
 import pytest
 import torch
 
-from stampgen.generated.linear_attn import (
-    LaunchFacts,
-    LinearAttnKernelBackend,
-    RuleViolationError,
-    validate_gdn_attn_backend,
-)
+from stampgen.generated.linear_attn import validate_gdn_attn_backend
 from stampgen.kernels import gdn
 from stampgen.kernels._validation import KernelUnavailableError
 from stampgen.kernels.backends import PHASES, GDNAttnBackend
-from stampgen.kernels.runtime import (
-    ARCHS,
-    MambaConfig,
-    ModelRunner,
-    ProcessConfig,
-    ServerConfig,
-    attn_backend_wrapper,
-    launch,
-    runner_facts_for,
-)
+from stampgen.kernels.runtime import ModelRunner, attn_backend_wrapper
+from tests.rules_search import PHASE_FLAG, VALUES, built, flag_slice, launched_runner
 
 GDN_ARCH = "Qwen3NextForCausalLM"
-SERVER = ServerConfig(chunked_prefill_size=8192)
 _DEVICE = dict(sm_minor=0, head_k_dim=128, head_v_dim=128, flashinfer_gdn_prefill=True)
 # name -> (runner facts, --mamba-ssm-dtype): Hopper, Blackwell (bf16 state, as FlashInfer needs), XPU, CPU
 MACHINES = {
@@ -51,54 +34,27 @@ MACHINES = {
     "xpu": (dict(_DEVICE, platform="xpu", sm=0, cuda=0, pool_dtype="float32"), None),
     "cpu": (dict(_DEVICE, platform="cpu", sm=0, cuda=0, pool_dtype="float32"), None),
 }
-VALUES = tuple(member.value for member in LinearAttnKernelBackend)
-PHASE_FLAG = {phase: f"linear_attn_{phase}_backend" for phase in PHASES}
 
 
 def gdn_runner(machine: str, **flags) -> ModelRunner | None:
     """A launched GDN runner on `machine` with these mamba flags; None when launch refuses them."""
-    device, ssm_dtype = MACHINES[machine]
-    config = ProcessConfig(mamba=MambaConfig(ssm_dtype=ssm_dtype, **flags), server=SERVER)
-    try:
-        launch(config, LaunchFacts(sm=device["sm"], cuda=device["cuda"], kimi_k3=False))
-    except RuleViolationError:
-        return None
-    cls = ARCHS[GDN_ARCH]
-    return ModelRunner(
-        "target", model_cls=cls, runner_facts=runner_facts_for(cls, **device), process_config=config
-    )
-
-
-def build(runner: ModelRunner):
-    """(validated stamp as names, consumer or the KernelUnavailableError it raised); None if refused."""
-    try:
-        consumer = attn_backend_wrapper(runner)
-    except RuleViolationError:
-        return None
-    except KernelUnavailableError as err:
-        consumer = err
-    stamp = validate_gdn_attn_backend(
-        runner.linear_attn_backends, server=runner.process_config.server, runner_facts=runner.runner_facts
-    )
-    return {phase: getattr(stamp, phase).value for phase in PHASES}, consumer
+    return launched_runner(GDN_ARCH, MACHINES[machine], **flags)
 
 
 @cache
 def outcome(machine: str, flags: tuple[tuple[str, str | None], ...]):
-    """`build` of a fresh GDN runner on `machine` with these flags; None if launch or validation refuses."""
+    """(validated stamp as names, consumer or the KernelUnavailableError it raised) of a fresh GDN runner
+    on `machine` with these flags; None if launch or validation refuses."""
     runner = gdn_runner(machine, **dict(flags))
-    return None if runner is None else build(runner)
+    return None if runner is None else built(runner, validate_gdn_attn_backend)
 
 
 @cache
 def allowed_configs(phase: str, value: str) -> tuple[tuple[str, dict, tuple], ...]:
     """Every (machine, flags, outcome) in the search slice whose validated stamp has `value` in `phase`."""
-    choices = tuple(dict.fromkeys((None, value, "triton", "flashinfer")))
-    bases = tuple(dict.fromkeys((value, "triton", "flashinfer")))
     found = []
     for machine in MACHINES:
-        for base, *phase_flags in itertools.product(bases, choices, choices, choices):
-            flags = (("linear_attn_backend", base), *zip(PHASE_FLAG.values(), phase_flags))
+        for flags in flag_slice(value):
             result = outcome(machine, flags)
             if result is not None and result[0][phase] == value:
                 found.append((machine, dict(flags), result))

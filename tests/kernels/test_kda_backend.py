@@ -7,9 +7,8 @@
 * end to end: a stamped Kimi-Linear runner's consumer runs the Triton kernels (the CPU interpreter when
   there is no GPU) and matches the torch reference.
 
-The search runs the runtime path (launch normalisation, gates, stamp, validation) over a slice of the
-config domain: each backend flag unset or naming the backend under test, Triton or FlashInfer, for plain
-and safe-gate KDA on a few machines (the rules_vs_kernels test's method, for the KDA consumer).
+The search (tests/rules_search.py, as for GDN in tests/test_rules_vs_kernels.py) runs the runtime path over a
+slice of the config domain, for plain and safe-gate KDA on a few machines.
 """
 
 from __future__ import annotations
@@ -21,79 +20,40 @@ import pytest
 from gdn_inputs import clone_inputs, rel_rmse
 from test_kda_kernels import kda_inputs
 
-from stampgen.generated.linear_attn import (
-    LaunchFacts,
-    LinearAttnKernelBackend,
-    RuleViolationError,
-    validate_kda_attn_backend,
-)
+from stampgen.generated.linear_attn import validate_kda_attn_backend
 from stampgen.kernels import kda
 from stampgen.kernels._validation import KernelUnavailableError
 from stampgen.kernels.backends import PHASES, KDAAttnBackend
-from stampgen.kernels.runtime import (
-    ARCHS,
-    MambaConfig,
-    ModelRunner,
-    ProcessConfig,
-    ServerConfig,
-    attn_backend_wrapper,
-    launch,
-    runner_facts_for,
-)
+from stampgen.kernels.runtime import ModelRunner, attn_backend_wrapper
+from tests.rules_search import VALUES, built, flag_slice, launched_runner
 
 ARCHES = ("KimiLinearForCausalLM", "KimiK3ForCausalLM")  # plain KDA, safe-gate KDA
-SERVER = ServerConfig(chunked_prefill_size=8192)
 _DEVICE = dict(sm_minor=0, head_k_dim=128, head_v_dim=128, flashinfer_gdn_prefill=False)
 MACHINES = {
     "sm90": (dict(_DEVICE, platform="cuda", sm=9, cuda=13, pool_dtype="float32"), None),
     "sm100": (dict(_DEVICE, platform="cuda", sm=10, cuda=13, pool_dtype="bfloat16"), "bfloat16"),
     "cpu": (dict(_DEVICE, platform="cpu", sm=0, cuda=0, pool_dtype="float32"), None),
 }
-VALUES = tuple(member.value for member in LinearAttnKernelBackend)
-PHASE_FLAG = {phase: f"linear_attn_{phase}_backend" for phase in PHASES}
 
 
 def kda_runner(arch: str, machine: str, **flags) -> ModelRunner | None:
     """A launched KDA runner of ``arch`` on ``machine`` with these mamba flags; None if launch refuses."""
-    device, ssm_dtype = MACHINES[machine]
-    config = ProcessConfig(mamba=MambaConfig(ssm_dtype=ssm_dtype, **flags), server=SERVER)
-    try:
-        launch(config, LaunchFacts(sm=device["sm"], cuda=device["cuda"], kimi_k3=arch == "KimiK3ForCausalLM"))
-    except RuleViolationError:
-        return None
-    cls = ARCHS[arch]
-    return ModelRunner(
-        "target", model_cls=cls, runner_facts=runner_facts_for(cls, **device), process_config=config
-    )
+    return launched_runner(arch, MACHINES[machine], **flags)
 
 
 @cache
 def outcome(arch: str, machine: str, flags: tuple[tuple[str, str | None], ...]):
     """(validated stamp as names, consumer or the KernelUnavailableError it raised); None if refused."""
     runner = kda_runner(arch, machine, **dict(flags))
-    if runner is None:
-        return None
-    try:
-        consumer = attn_backend_wrapper(runner)
-    except RuleViolationError:
-        return None
-    except KernelUnavailableError as err:
-        consumer = err
-    stamp = validate_kda_attn_backend(
-        runner.linear_attn_backends, server=runner.process_config.server, runner_facts=runner.runner_facts
-    )
-    return {phase: getattr(stamp, phase).value for phase in PHASES}, consumer
+    return None if runner is None else built(runner, validate_kda_attn_backend)
 
 
 @cache
 def allowed_configs(phase: str, value: str):
     """Every (arch, machine, flags, outcome) of the slice whose validated stamp has ``value`` in ``phase``."""
-    choices = tuple(dict.fromkeys((None, value, "triton", "flashinfer")))
-    bases = tuple(dict.fromkeys((value, "triton", "flashinfer")))
     found = []
     for arch, machine in itertools.product(ARCHES, MACHINES):
-        for base, *phase_flags in itertools.product(bases, choices, choices, choices):
-            flags = (("linear_attn_backend", base), *zip(PHASE_FLAG.values(), phase_flags))
+        for flags in flag_slice(value):
             result = outcome(arch, machine, flags)
             if result is not None and result[0][phase] == value:
                 found.append((arch, machine, dict(flags), result))
