@@ -35,20 +35,10 @@ import torch
 import triton
 import triton.language as tl
 
+from stampgen.kernels.chunked.blocks import program_tile
+
 # H200 (132 SMs); only used to keep small grids from leaving SMs idle, so a rough figure is enough.
 _SM_COUNT_HINT = 132
-
-
-@triton.jit
-def _program_tile(H: tl.constexpr, HV: tl.constexpr, V: tl.constexpr, BV: tl.constexpr):
-    """(sequence, v-head, qk-head, V offsets) of this program. The grid is 1-D over (sequence, v-head,
-    V-tile), tiles fastest: neighbouring programs stream neighbouring memory, and the grid has no 65535
-    limit on its second axis."""
-    pid = tl.program_id(0)
-    i_v = pid % tl.cdiv(V, BV)
-    i_nh = pid // tl.cdiv(V, BV)
-    i_hv = i_nh % HV
-    return i_nh // HV, i_hv, i_hv // (HV // H), i_v * BV + tl.arange(0, BV)
 
 
 @triton.jit
@@ -127,7 +117,7 @@ def _gdn_decode_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
 ):
-    i_n, i_hv, i_h, offs_v = _program_tile(H, HV, V, BV)
+    i_n, i_hv, i_h, offs_v = program_tile(H, HV, V, BV)
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
     mask_v = offs_v < V
@@ -177,7 +167,7 @@ def _gdn_verify_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
 ):
-    i_n, i_hv, i_h, offs_v = _program_tile(H, HV, V, BV)
+    i_n, i_hv, i_h, offs_v = program_tile(H, HV, V, BV)
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
     mask_v = offs_v < V
