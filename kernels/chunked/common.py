@@ -42,6 +42,11 @@ def resolve_scale(scale: float | None, default: float) -> float:
     return default if scale is None else float(scale)
 
 
+def tma_addressable(rows: torch.Tensor) -> bool:
+    """Whether TMA can address a [T, cols] view: its base and its row pitch 16-byte aligned."""
+    return rows.data_ptr() % 16 == 0 and (rows.stride(0) * rows.element_size()) % 16 == 0
+
+
 def head_dim_contiguous(*tensors: torch.Tensor) -> list[torch.Tensor]:
     """Kernels index tokens and heads by stride but need the head dim contiguous."""
     return [t if t.stride(-1) == 1 else t.contiguous() for t in tensors]

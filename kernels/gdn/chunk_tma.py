@@ -10,14 +10,10 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from stampgen.kernels.chunked.common import tma_addressable
 from stampgen.kernels.gdn.chunk_common import CHUNK, _block_k
 
 _GL_DTYPES = {torch.bfloat16: gl.bfloat16, torch.float16: gl.float16}
-
-
-def tma_addressable(rows: torch.Tensor) -> bool:
-    """Whether TMA can address a [T, cols] view: its base and its row pitch 16-byte aligned."""
-    return rows.data_ptr() % 16 == 0 and (rows.stride(0) * rows.element_size()) % 16 == 0
 
 
 def tile_descriptors(q, k, v, tbeta, block_v: int):

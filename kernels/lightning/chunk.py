@@ -48,7 +48,13 @@ from triton.tools.tensor_descriptor import TensorDescriptor
 
 from stampgen.kernels.chunked.blocks import decay, pool_slot, sequence_bounds
 from stampgen.kernels.chunked.chunk_map import chunk_offsets, chunk_sequence, max_chunks
-from stampgen.kernels.chunked.common import CHUNK_SIZE, SM_COUNT_HINT, head_dim_contiguous, triton_interpreted
+from stampgen.kernels.chunked.common import (
+    CHUNK_SIZE,
+    SM_COUNT_HINT,
+    head_dim_contiguous,
+    tma_addressable,
+    triton_interpreted,
+)
 
 
 @triton.jit
@@ -395,12 +401,8 @@ def _tma_applies(q, k, v, BK: int, *v_tiles: int) -> bool:
     K, V = q.shape[2], v.shape[2]
     if K != BK or any(V % tile for tile in v_tiles) or any(x.dtype != q.dtype for x in (k, v)):
         return False
-    for x in (q, k, v):
-        if x.stride(1) != x.shape[2] or x.stride(2) != 1:
-            return False
-        if x.data_ptr() % 16 or (x.stride(0) * x.element_size()) % 16:
-            return False
-    return True
+    packed = all(x.stride(1) == x.shape[2] and x.stride(2) == 1 for x in (q, k, v))
+    return packed and all(tma_addressable(x) for x in (q, k, v))
 
 
 def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
