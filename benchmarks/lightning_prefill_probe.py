@@ -64,10 +64,23 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--out", help="folder for lightning_probe.jsonl")
     args = parser.parse_args()
+    try:
+        variations = [{}] + list(json.loads(args.variations))
+    except (json.JSONDecodeError, TypeError) as err:
+        parser.error(f"--variations: not a JSON list of LaunchConfig overrides ({err})")
+    fields = set(chunk.LaunchConfig._fields) | {"segments"}
+    for variation in variations:
+        unknown = sorted(set(variation) - fields) if isinstance(variation, dict) else ["(not an object)"]
+        if unknown:
+            parser.error(
+                f"--variations: {', '.join(unknown)} in {variation!r}; fields: {', '.join(sorted(fields))}"
+            )
+    unknown_cases = sorted(set(args.cases.split(",")) - set(CASES))
+    if unknown_cases:
+        parser.error(f"--cases: unknown {', '.join(unknown_cases)}; choose from {', '.join(CASES)}")
     if not torch.cuda.is_available():
         sys.exit("lightning_prefill_probe.py needs a CUDA GPU")
     gdn_bench.configure("lightning")
-    variations = [{}] + json.loads(args.variations)
     out = open(os.path.join(args.out, "lightning_probe.jsonl"), "a") if args.out else None
     for name in args.cases.split(","):
         inputs = make_case(CASES[name])
