@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 
 import torch
 
-from stampgen.kernels._validation import KernelUnavailableError
+from stampgen.kernels._validation import KernelUnavailableError, validate_linear_attn_args
 
 # Tokens per chunk of the chunked prefill kernels whose decay is one scalar per (token, head): the
 # intra-chunk decay exp(γ_i − γ_j) is then a [C, C] matrix formed from differences, never from
@@ -69,22 +69,47 @@ def recurrent_tile(programs_per_tile: int, V: int, K: int, *, next_power_of_2: C
 
 
 class KernelLoader:
-    """An op's ``(phase, backend) -> "module:function"`` table, imported on first use.
+    """An op's ``(phase, backend) -> "module:function"`` table, imported on first use, and the one way
+    its public functions call a kernel (:meth:`run`).
 
     ``package`` is the op's package (``stampgen.kernels.kda``); ``hints`` say per backend what to
-    install. :meth:`get` refuses an unknown backend with ``ValueError`` and a backend that cannot run
-    here (a Triton or FlashInfer backend on CPU tensors without the interpreter, a missing module) with
-    :class:`KernelUnavailableError`.
+    install; ``gate_dims`` is the op's gate shape for validation (``kernels._validation``),
+    ``beta_required`` whether it takes β (lightning: no; a given β is validated, then not passed on),
+    ``default_scale`` the query scale for a head dim K when the caller gives none. :meth:`get` refuses an
+    unknown backend with ``ValueError`` and a backend that cannot run here (a Triton or FlashInfer backend
+    on CPU tensors without the interpreter, a missing module) with :class:`KernelUnavailableError`.
     """
 
     def __init__(
-        self, op: str, package: str, kernels: Mapping[tuple[str, str], str], hints: Mapping[str, str]
+        self,
+        op: str,
+        package: str,
+        kernels: Mapping[tuple[str, str], str],
+        hints: Mapping[str, str],
+        *,
+        gate_dims: tuple[str, ...],
+        beta_required: bool = True,
+        default_scale: Callable[[int], float] = lambda K: K**-0.5,
     ):
         self.op = op
         self.package = package
         self.kernels = kernels
         self.hints = hints
+        self.gate_dims = gate_dims
+        self.beta_required = beta_required
+        self.default_scale = default_scale
         self.backends = tuple(dict.fromkeys(backend for _, backend in kernels))
+
+    def run(self, phase: str, q, k, v, g, beta, *, scale: float | None, backend: str, **pool):
+        """The public ``phase`` call: validate the arguments (``ValueError`` naming the bad one), pick the
+        kernel (:meth:`get`), call it with ``scale`` resolved. ``pool``: ``state_pool``,
+        ``state_indices`` and the phase's ``cu_seqlens`` or ``intermediate_states``."""
+        validate_linear_attn_args(
+            phase, q, k, v, g, beta, gate_dims=self.gate_dims, beta_required=self.beta_required, **pool
+        )
+        kernel = self.get(phase, backend, q.device)
+        scale = resolve_scale(scale, self.default_scale(q.shape[-1]))
+        return kernel(q, k, v, g, beta if self.beta_required else None, scale=scale, **pool)
 
     def available_backends(self) -> tuple[str, ...]:
         """The backends that can run in this environment (packages importable, a suitable device)."""

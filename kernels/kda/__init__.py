@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from stampgen.kernels._validation import GATE_DIMS_KDA, KernelUnavailableError, validate_linear_attn_args
-from stampgen.kernels.chunked.common import TRITON_HINT, KernelLoader, resolve_scale
+from stampgen.kernels._validation import GATE_DIMS_KDA, KernelUnavailableError
+from stampgen.kernels.chunked.common import TRITON_HINT, KernelLoader
 
 __all__ = [
     "BACKENDS",
@@ -65,6 +65,7 @@ _LOADER = KernelLoader(
         "flashinfer": "install flashinfer-python (pip install 'flashinfer-python>=0.7.2') and run on an "
         "SM90+ CUDA GPU (its KDA fast paths are SM100+; on SM90 it runs token-serial)",
     },
+    gate_dims=GATE_DIMS_KDA,
 )
 
 
@@ -73,55 +74,20 @@ def available_backends() -> tuple[str, ...]:
     return _LOADER.available_backends()
 
 
-def _scale(scale, q) -> float:
-    return resolve_scale(scale, q.shape[-1] ** -0.5)
-
-
 def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None, backend):
     """Run the packed sequences of ``cu_seqlens`` from their pool states; update the pool; return o."""
-    validate_linear_attn_args(
-        "prefill",
-        q,
-        k,
-        v,
-        g,
-        beta,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        cu_seqlens=cu_seqlens,
-        gate_dims=GATE_DIMS_KDA,
-    )
-    kernel = _LOADER.get("prefill", backend, q.device)
-    return kernel(
-        q,
-        k,
-        v,
-        g,
-        beta,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        cu_seqlens=cu_seqlens,
-        scale=_scale(scale, q),
-    )
+    return _LOADER.run(
+        "prefill", q, k, v, g, beta, scale=scale, backend=backend,
+        state_pool=state_pool, state_indices=state_indices, cu_seqlens=cu_seqlens,
+    )  # fmt: skip
 
 
 def decode(q, k, v, g, beta, *, state_pool, state_indices, scale=None, backend):
     """One token per sequence: update each sequence's pool state in place; return o."""
-    validate_linear_attn_args(
-        "decode",
-        q,
-        k,
-        v,
-        g,
-        beta,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        gate_dims=GATE_DIMS_KDA,
-    )
-    kernel = _LOADER.get("decode", backend, q.device)
-    return kernel(
-        q, k, v, g, beta, state_pool=state_pool, state_indices=state_indices, scale=_scale(scale, q)
-    )
+    return _LOADER.run(
+        "decode", q, k, v, g, beta, scale=scale, backend=backend,
+        state_pool=state_pool, state_indices=state_indices,
+    )  # fmt: skip
 
 
 def verify(q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None, backend):
@@ -129,27 +95,7 @@ def verify(q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, 
 
     The pool is read, never written.
     """
-    validate_linear_attn_args(
-        "verify",
-        q,
-        k,
-        v,
-        g,
-        beta,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        intermediate_states=intermediate_states,
-        gate_dims=GATE_DIMS_KDA,
-    )
-    kernel = _LOADER.get("verify", backend, q.device)
-    return kernel(
-        q,
-        k,
-        v,
-        g,
-        beta,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        intermediate_states=intermediate_states,
-        scale=_scale(scale, q),
-    )
+    return _LOADER.run(
+        "verify", q, k, v, g, beta, scale=scale, backend=backend,
+        state_pool=state_pool, state_indices=state_indices, intermediate_states=intermediate_states,
+    )  # fmt: skip

@@ -23,12 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from stampgen.kernels._validation import (
-    GATE_DIMS_LIGHTNING,
-    KernelUnavailableError,
-    validate_linear_attn_args,
-)
-from stampgen.kernels.chunked.common import TRITON_HINT, KernelLoader, resolve_scale
+from stampgen.kernels._validation import GATE_DIMS_LIGHTNING, KernelUnavailableError
+from stampgen.kernels.chunked.common import TRITON_HINT, KernelLoader
 
 __all__ = [
     "BACKENDS",
@@ -57,7 +53,15 @@ KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(
 )
 BACKENDS = ("torch", "triton")
 
-_LOADER = KernelLoader("lightning", __name__, KERNELS, {"triton": TRITON_HINT})
+_LOADER = KernelLoader(
+    "lightning",
+    __name__,
+    KERNELS,
+    {"triton": TRITON_HINT},
+    gate_dims=GATE_DIMS_LIGHTNING,
+    beta_required=False,
+    default_scale=lambda K: DEFAULT_SCALE,
+)
 
 
 def available_backends() -> tuple[str, ...]:
@@ -65,45 +69,20 @@ def available_backends() -> tuple[str, ...]:
     return _LOADER.available_backends()
 
 
-def _validate(phase, q, k, v, g, beta, **kwargs):
-    validate_linear_attn_args(
-        phase, q, k, v, g, beta, gate_dims=GATE_DIMS_LIGHTNING, beta_required=False, **kwargs
-    )
-
-
 def prefill(q, k, v, g, beta=None, *, state_pool, state_indices, cu_seqlens, scale=None, backend):
     """Run the packed sequences of ``cu_seqlens`` from their pool states; update the pool; return o."""
-    _validate(
-        "prefill", q, k, v, g, beta, state_pool=state_pool, state_indices=state_indices, cu_seqlens=cu_seqlens
-    )
-    kernel = _LOADER.get("prefill", backend, q.device)
-    return kernel(
-        q,
-        k,
-        v,
-        g,
-        None,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        cu_seqlens=cu_seqlens,
-        scale=resolve_scale(scale, DEFAULT_SCALE),
-    )
+    return _LOADER.run(
+        "prefill", q, k, v, g, beta, scale=scale, backend=backend,
+        state_pool=state_pool, state_indices=state_indices, cu_seqlens=cu_seqlens,
+    )  # fmt: skip
 
 
 def decode(q, k, v, g, beta=None, *, state_pool, state_indices, scale=None, backend):
     """One token per sequence: update each sequence's pool state in place; return o."""
-    _validate("decode", q, k, v, g, beta, state_pool=state_pool, state_indices=state_indices)
-    kernel = _LOADER.get("decode", backend, q.device)
-    return kernel(
-        q,
-        k,
-        v,
-        g,
-        None,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        scale=resolve_scale(scale, DEFAULT_SCALE),
-    )
+    return _LOADER.run(
+        "decode", q, k, v, g, beta, scale=scale, backend=backend,
+        state_pool=state_pool, state_indices=state_indices,
+    )  # fmt: skip
 
 
 def verify(q, k, v, g, beta=None, *, state_pool, state_indices, intermediate_states, scale=None, backend):
@@ -111,26 +90,7 @@ def verify(q, k, v, g, beta=None, *, state_pool, state_indices, intermediate_sta
 
     The pool is read, never written.
     """
-    _validate(
-        "verify",
-        q,
-        k,
-        v,
-        g,
-        beta,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        intermediate_states=intermediate_states,
-    )
-    kernel = _LOADER.get("verify", backend, q.device)
-    return kernel(
-        q,
-        k,
-        v,
-        g,
-        None,
-        state_pool=state_pool,
-        state_indices=state_indices,
-        intermediate_states=intermediate_states,
-        scale=resolve_scale(scale, DEFAULT_SCALE),
-    )
+    return _LOADER.run(
+        "verify", q, k, v, g, beta, scale=scale, backend=backend,
+        state_pool=state_pool, state_indices=state_indices, intermediate_states=intermediate_states,
+    )  # fmt: skip
