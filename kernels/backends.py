@@ -77,145 +77,9 @@ def _stamp_names(stamp: LinearAttnBackends) -> Mapping[str, str]:
     return MappingProxyType({phase: _backend_name(getattr(stamp, phase)) for phase in PHASES})
 
 
-class GDNAttnBackend:
-    """Gated DeltaNet layers of one runner: one kernel of ``kernels.gdn`` per phase, as the stamp says.
-
-    ``linear_attn_backends`` is the validated stamp (fallbacks applied); ``kernel_backends`` maps each phase
-    to the ``backend=`` its calls pass to ``kernels.gdn``.
-    """
-
-    op = "gdn"
-    families: tuple[ModelFamily, ...] = (ModelFamily.GDN,)
-
-    def __init__(self, runner: Any) -> None:
-        stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
-        _require_family(type(self), runner, self.families)
-        self.runner_name: str = getattr(runner, "name", type(runner).__name__)
-        self.linear_attn_backends: LinearAttnBackends = validate_gdn_attn_backend(
-            stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
-        )
-        self.kernel_backends: Mapping[str, str] = self._bind_kernels(runner, self.linear_attn_backends)
-
-    def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
-        chosen = _stamp_names(stamp)
-        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in _GDN_KERNELS]
-        if missing:
-            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, _GDN_KERNELS))
-        return chosen
-
-    def _no_kernel_message(
-        self, chosen: Mapping[str, str], missing: list[str], kernels: Mapping[tuple[str, str], str]
-    ) -> str:
-        lines = []
-        for phase in missing:
-            have = sorted(backend for (p, backend) in kernels if p == phase)
-            lines.append(
-                f"{phase}={chosen[phase]} has no GDN {phase} kernel in kernels.gdn "
-                f"(it has: {', '.join(have)}); pick one with --linear-attn-{phase}-backend "
-                "or --linear-attn-backend"
-            )
-        return (
-            f"{type(self).__name__} for runner {self.runner_name!r}: {RULES_SOURCE} allows the stamp "
-            f"LinearAttnBackends(decode={chosen['decode']}, prefill={chosen['prefill']}, "
-            f"verify={chosen['verify']}), but " + "; ".join(lines)
-        )
-
-    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
-        return gdn.prefill(
-            q,
-            k,
-            v,
-            g,
-            beta,
-            state_pool=state_pool,
-            state_indices=state_indices,
-            cu_seqlens=cu_seqlens,
-            scale=scale,
-            backend=self.kernel_backends["prefill"],
-        )
-
-    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
-        return gdn.decode(
-            q,
-            k,
-            v,
-            g,
-            beta,
-            state_pool=state_pool,
-            state_indices=state_indices,
-            scale=scale,
-            backend=self.kernel_backends["decode"],
-        )
-
-    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
-        return gdn.verify(
-            q,
-            k,
-            v,
-            g,
-            beta,
-            state_pool=state_pool,
-            state_indices=state_indices,
-            intermediate_states=intermediate_states,
-            scale=scale,
-            backend=self.kernel_backends["verify"],
-        )
-
-    def __repr__(self) -> str:
-        phases = ", ".join(f"{phase}={backend}" for phase, backend in self.kernel_backends.items())
-        return f"{type(self).__name__}({self.runner_name!r}, {phases})"
-
-
-class _KernelsNotBuilt:
-    """Phases of a consumer whose kernels are not in this package: each call refuses, naming why."""
-
-    def _unavailable(self, phase: str):
-        raise NotImplementedError
-
-    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
-        self._unavailable("prefill")
-
-    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
-        self._unavailable("decode")
-
-    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
-        self._unavailable("verify")
-
-
-# The NPU GDN kernels (sgl_kernel_npu ops, which the rules call "triton") are not part of this package.
-_NPU_GDN_BACKENDS = ("triton",)
-
-
-class AscendGDNAttnBackend(_KernelsNotBuilt, GDNAttnBackend):
-    """GDN layers of a runner on an Ascend NPU. Same guard and validation; NPU kernels only.
-
-    The NPU kernels are not built in this package: construction checks the stamp, every call raises
-    ``KernelUnavailableError``.
-    """
-
-    def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
-        platform = runner.runner_facts.platform
-        if platform != Platform.NPU:
-            raise KernelUnavailableError(
-                f"AscendGDNAttnBackend for runner {self.runner_name!r}: NPU kernels need an NPU runner, "
-                f"this one is on {_backend_name(platform)} (use GDNAttnBackend)"
-            )
-        chosen = _stamp_names(stamp)
-        missing = [phase for phase in PHASES if chosen[phase] not in _NPU_GDN_BACKENDS]
-        if missing:
-            kernels = {(phase, backend): "npu" for phase in PHASES for backend in _NPU_GDN_BACKENDS}
-            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, kernels))
-        return chosen
-
-    def _unavailable(self, phase: str):
-        raise KernelUnavailableError(
-            f"AscendGDNAttnBackend {phase}: the NPU GDN kernels (sgl_kernel_npu) are not part of this package"
-        )
-
-
 class _DispatchesToOp:
-    """The phase methods of a consumer of KDA or lightning layers: each calls the op's public function
-    (``_api``, ``kernels.kda`` or ``kernels.lightning``) with the ``backend=`` bound for that phase."""
+    """The phase methods of a consumer: each calls the op's public function (``_api``: ``kernels.gdn``,
+    ``kernels.kda`` or ``kernels.lightning``) with the ``backend=`` bound for that phase."""
 
     _api: Any
     runner_name: str
@@ -266,6 +130,98 @@ class _DispatchesToOp:
         bound = getattr(self, "kernel_backends", {})  # absent when construction refused
         phases = ", ".join(f"{phase}={backend}" for phase, backend in bound.items())
         return f"{type(self).__name__}({getattr(self, 'runner_name', '?')!r}, {phases})"
+
+
+class GDNAttnBackend(_DispatchesToOp):
+    """Gated DeltaNet layers of one runner: one kernel of ``kernels.gdn`` per phase, as the stamp says.
+
+    ``linear_attn_backends`` is the validated stamp (fallbacks applied); ``kernel_backends`` maps each phase
+    to the ``backend=`` its calls pass to ``kernels.gdn``.
+    """
+
+    op = "gdn"
+    _api = gdn
+    families: tuple[ModelFamily, ...] = (ModelFamily.GDN,)
+
+    def __init__(self, runner: Any) -> None:
+        stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
+        _require_family(type(self), runner, self.families)
+        self.runner_name: str = getattr(runner, "name", type(runner).__name__)
+        self.linear_attn_backends: LinearAttnBackends = validate_gdn_attn_backend(
+            stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
+        )
+        self.kernel_backends: Mapping[str, str] = self._bind_kernels(runner, self.linear_attn_backends)
+
+    def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
+        chosen = _stamp_names(stamp)
+        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in _GDN_KERNELS]
+        if missing:
+            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, _GDN_KERNELS))
+        return chosen
+
+    def _no_kernel_message(
+        self, chosen: Mapping[str, str], missing: list[str], kernels: Mapping[tuple[str, str], str]
+    ) -> str:
+        lines = []
+        for phase in missing:
+            have = sorted(backend for (p, backend) in kernels if p == phase)
+            lines.append(
+                f"{phase}={chosen[phase]} has no GDN {phase} kernel in kernels.gdn "
+                f"(it has: {', '.join(have)}); pick one with --linear-attn-{phase}-backend "
+                "or --linear-attn-backend"
+            )
+        return (
+            f"{type(self).__name__} for runner {self.runner_name!r}: {RULES_SOURCE} allows the stamp "
+            f"LinearAttnBackends(decode={chosen['decode']}, prefill={chosen['prefill']}, "
+            f"verify={chosen['verify']}), but " + "; ".join(lines)
+        )
+
+
+class _KernelsNotBuilt:
+    """Phases of a consumer whose kernels are not in this package: each call refuses, naming why."""
+
+    def _unavailable(self, phase: str):
+        raise NotImplementedError
+
+    def prefill(self, q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale=None):
+        self._unavailable("prefill")
+
+    def decode(self, q, k, v, g, beta, *, state_pool, state_indices, scale=None):
+        self._unavailable("decode")
+
+    def verify(self, q, k, v, g, beta, *, state_pool, state_indices, intermediate_states, scale=None):
+        self._unavailable("verify")
+
+
+# The NPU GDN kernels (sgl_kernel_npu ops, which the rules call "triton") are not part of this package.
+_NPU_GDN_BACKENDS = ("triton",)
+
+
+class AscendGDNAttnBackend(_KernelsNotBuilt, GDNAttnBackend):
+    """GDN layers of a runner on an Ascend NPU. Same guard and validation; NPU kernels only.
+
+    The NPU kernels are not built in this package: construction checks the stamp, every call raises
+    ``KernelUnavailableError``.
+    """
+
+    def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
+        platform = runner.runner_facts.platform
+        if platform != Platform.NPU:
+            raise KernelUnavailableError(
+                f"AscendGDNAttnBackend for runner {self.runner_name!r}: NPU kernels need an NPU runner, "
+                f"this one is on {_backend_name(platform)} (use GDNAttnBackend)"
+            )
+        chosen = _stamp_names(stamp)
+        missing = [phase for phase in PHASES if chosen[phase] not in _NPU_GDN_BACKENDS]
+        if missing:
+            kernels = {(phase, backend): "npu" for phase in PHASES for backend in _NPU_GDN_BACKENDS}
+            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, kernels))
+        return chosen
+
+    def _unavailable(self, phase: str):
+        raise KernelUnavailableError(
+            f"AscendGDNAttnBackend {phase}: the NPU GDN kernels (sgl_kernel_npu) are not part of this package"
+        )
 
 
 class KDAAttnBackend(_DispatchesToOp):
