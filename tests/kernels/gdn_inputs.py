@@ -133,6 +133,20 @@ def untouched_slots(inputs: dict) -> torch.Tensor:
     return mask
 
 
+def padding_rows(inputs: dict) -> torch.Tensor:
+    """The token rows of a prefill's padding sequences (index −1), as a bool mask over the tokens."""
+    lengths = (inputs["cu_seqlens"][1:] - inputs["cu_seqlens"][:-1]).long()
+    return torch.repeat_interleave(inputs["state_indices"] < 0, lengths)
+
+
+def assert_padding_left_alone(before: dict, pool_after: torch.Tensor, o: torch.Tensor) -> None:
+    """A prefill's padding sequences got zero output rows, and every slot no sequence names (padding's
+    included) kept its bytes."""
+    assert torch.all(o[padding_rows(before)] == 0)
+    untouched = untouched_slots(before)
+    assert torch.equal(pool_after[untouched], before["state_pool"][untouched])
+
+
 def rel_rmse(x: torch.Tensor, ref: torch.Tensor) -> float:
     """‖x − ref‖ / ‖ref‖ in float64 (NaN anywhere gives NaN, which fails every ``<=`` bound).
 

@@ -10,7 +10,7 @@ the model. On a CPU the kernels run in fp32 and fp16 only (bf16 is in test_kda_l
 import pytest
 import torch
 import torch.nn.functional as F
-from gdn_inputs import clone_inputs, make_inputs, rel_rmse, untouched_slots
+from gdn_inputs import assert_padding_left_alone, clone_inputs, make_inputs, rel_rmse, untouched_slots
 from gdn_inputs import run_both as shared_run_both
 
 from stampgen.kernels import lightning
@@ -153,12 +153,7 @@ def test_triton_prefill_with_padding_and_gqa_heads():
     before, ref, tri, o_ref, o_tri = run_both(
         "prefill", N=4, H=2, HV=4, K=16, V=8, seqlens=[70, 3, 17, 9], pad=2, seed=6
     )
-    cu = before["cu_seqlens"].tolist()
-    for n, slot in enumerate(before["state_indices"].tolist()):
-        if slot < 0:
-            assert torch.all(o_tri[cu[n] : cu[n + 1]] == 0)
-    untouched = untouched_slots(before)
-    assert torch.equal(tri["state_pool"][untouched], before["state_pool"][untouched])
+    assert_padding_left_alone(before, tri["state_pool"], o_tri)
     assert rel_rmse(o_tri, o_ref) <= FP32_BOUND
     assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
 
@@ -178,12 +173,7 @@ def test_triton_prefill_with_state_tiles_and_the_chunk_map(seqlens, pad):
     assert torch.isfinite(o_tri).all() and torch.isfinite(tri["state_pool"]).all()
     assert rel_rmse(o_tri, o_ref) <= FP32_BOUND
     assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
-    cu = before["cu_seqlens"].tolist()
-    for n, slot in enumerate(before["state_indices"].tolist()):
-        if slot < 0:
-            assert torch.all(o_tri[cu[n] : cu[n + 1]] == 0)
-    untouched = untouched_slots(before)
-    assert torch.equal(tri["state_pool"][untouched], before["state_pool"][untouched])
+    assert_padding_left_alone(before, tri["state_pool"], o_tri)
 
 
 @pytest.mark.parametrize("gate", ["strong", "none"])
@@ -205,8 +195,7 @@ def test_triton_prefill_cut_into_segments_matches_the_reference(seg_chunks, gate
     assert torch.isfinite(o_tri).all() and torch.isfinite(tri["state_pool"]).all()
     assert rel_rmse(o_tri, o_ref) <= FP32_BOUND
     assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
-    untouched = untouched_slots(inputs)
-    assert torch.equal(tri["state_pool"][untouched], inputs["state_pool"][untouched])
+    assert_padding_left_alone(inputs, tri["state_pool"], o_tri)
 
 
 def test_a_single_sequence_is_cut_for_two_waves_and_never_below_four_chunks():
