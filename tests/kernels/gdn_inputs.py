@@ -133,6 +133,31 @@ def untouched_slots(inputs: dict) -> torch.Tensor:
     return mask
 
 
+def assert_verify_is_stepwise_decode(api, inputs: dict, D: int, bound: float, backend: str = "torch") -> None:
+    """``api.verify`` on ``inputs`` (D draft tokens per sequence) equals ``api.decode`` applied token by
+    token: the same outputs, and each draft token's intermediate state is the pool row decode leaves; the
+    pool itself is never written. A gate or β that is not per token (lightning's ``g: [HV]``, its β
+    None) goes to every decode call as it is."""
+    N = inputs["state_indices"].shape[0]
+    pool_before = inputs["state_pool"].clone()
+    o = api.verify(**inputs, backend=backend)
+    assert torch.equal(inputs["state_pool"], pool_before)
+    stepped = pool_before.clone()
+    real = inputs["state_indices"] >= 0
+    slots = inputs["state_indices"][real].long()
+    for d in range(D):
+        tokens = torch.arange(N, device=o.device) * D + d
+        per_token = [
+            t[tokens] if t is not None and t.dim() >= 2 else t
+            for t in (inputs[name] for name in ("q", "k", "v", "g", "beta"))
+        ]
+        o_step = api.decode(
+            *per_token, state_pool=stepped, state_indices=inputs["state_indices"], backend=backend
+        )
+        assert rel_rmse(o[tokens], o_step) <= bound
+        assert rel_rmse(inputs["intermediate_states"][real, d], stepped[slots]) <= bound
+
+
 def padding_rows(inputs: dict) -> torch.Tensor:
     """The token rows of a prefill's padding sequences (index −1), as a bool mask over the tokens."""
     lengths = (inputs["cu_seqlens"][1:] - inputs["cu_seqlens"][:-1]).long()

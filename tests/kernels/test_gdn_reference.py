@@ -8,7 +8,7 @@
 
 import pytest
 import torch
-from gdn_inputs import clone_inputs, make_inputs, rel_rmse
+from gdn_inputs import assert_verify_is_stepwise_decode, clone_inputs, make_inputs, rel_rmse
 
 from stampgen.kernels import gdn
 
@@ -133,25 +133,8 @@ def test_decode_output_has_the_dtype_of_v():
 
 
 def test_verify_equals_decode_applied_step_by_step_and_leaves_the_pool_untouched():
-    N, D = 3, 4
-    inputs = make_inputs("verify", N=N, D=D, **SHAPE, pad=1, seed=9)
-    pool_before = inputs["state_pool"].clone()
-    o = gdn.verify(**inputs, backend="torch")
-    assert torch.equal(inputs["state_pool"], pool_before)
-
-    stepped_pool = pool_before.clone()
-    real = inputs["state_indices"] >= 0
-    for d in range(D):
-        tokens = torch.arange(N) * D + d
-        o_step = gdn.decode(
-            *(inputs[name][tokens] for name in ("q", "k", "v", "g", "beta")),
-            state_pool=stepped_pool,
-            state_indices=inputs["state_indices"],
-            backend="torch",
-        )
-        assert rel_rmse(o[tokens], o_step) <= FP32_BOUND
-        states = stepped_pool[inputs["state_indices"][real].long()]
-        assert rel_rmse(inputs["intermediate_states"][real, d], states) <= FP32_BOUND
+    inputs = make_inputs("verify", N=3, D=4, **SHAPE, pad=1, seed=9)
+    assert_verify_is_stepwise_decode(gdn, inputs, D=4, bound=FP32_BOUND)
 
 
 def test_verify_leaves_padding_rows_of_intermediate_states_untouched():

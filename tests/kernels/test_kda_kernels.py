@@ -11,7 +11,14 @@ left unwritten shows.
 import pytest
 import torch
 import torch.nn.functional as F
-from gdn_inputs import assert_padding_left_alone, clone_inputs, make_inputs, rel_rmse, untouched_slots
+from gdn_inputs import (
+    assert_padding_left_alone,
+    assert_verify_is_stepwise_decode,
+    clone_inputs,
+    make_inputs,
+    rel_rmse,
+    untouched_slots,
+)
 from gdn_inputs import run_both as shared_run_both
 
 from stampgen.kernels import kda
@@ -106,29 +113,9 @@ def test_reference_decode_matches_the_fp64_closed_form_with_a_given_scale():
 
 
 def test_reference_verify_equals_decode_step_by_step_and_leaves_the_pool_untouched():
-    N, D = 3, 4
-    inputs = kda_inputs("verify", N=N, D=D, **SHAPE, pad=1, seed=3)
-    pool_before = inputs["state_pool"].clone()
-    o = kda.verify(**inputs, backend="torch")
-    assert torch.equal(inputs["state_pool"], pool_before)
-    stepped_pool = pool_before.clone()
-    real = inputs["state_indices"] >= 0
-    for d in range(D):
-        tokens = torch.arange(N, device=o.device) * D + d
-        o_step = kda.decode(
-            *(inputs[name][tokens] for name in ("q", "k", "v", "g", "beta")),
-            state_pool=stepped_pool,
-            state_indices=inputs["state_indices"],
-            backend="torch",
-        )
-        assert rel_rmse(o[tokens], o_step) <= FP32_BOUND
-        assert (
-            rel_rmse(
-                inputs["intermediate_states"][real, d], stepped_pool[inputs["state_indices"][real].long()]
-            )
-            <= FP32_BOUND
-        )
-    assert torch.isnan(inputs["intermediate_states"][~real]).all()
+    inputs = kda_inputs("verify", N=3, D=4, **SHAPE, pad=1, seed=3)
+    assert_verify_is_stepwise_decode(kda, inputs, D=4, bound=FP32_BOUND)
+    assert torch.isnan(inputs["intermediate_states"][inputs["state_indices"] < 0]).all()
 
 
 def test_a_per_channel_gate_is_not_a_per_head_gate():

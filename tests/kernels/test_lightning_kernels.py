@@ -10,7 +10,14 @@ the model. On a CPU the kernels run in fp32 and fp16 only (bf16 is in test_kda_l
 import pytest
 import torch
 import torch.nn.functional as F
-from gdn_inputs import assert_padding_left_alone, clone_inputs, make_inputs, rel_rmse, untouched_slots
+from gdn_inputs import (
+    assert_padding_left_alone,
+    assert_verify_is_stepwise_decode,
+    clone_inputs,
+    make_inputs,
+    rel_rmse,
+    untouched_slots,
+)
 from gdn_inputs import run_both as shared_run_both
 
 from stampgen.kernels import lightning
@@ -112,25 +119,9 @@ def test_reference_scale_defaults_to_one_and_can_be_given():
 
 
 def test_reference_verify_equals_decode_step_by_step_and_leaves_the_pool_untouched():
-    N, D = 3, 3
-    inputs = lightning_inputs("verify", N=N, D=D, **SHAPE, pad=1, seed=3)
-    pool_before = inputs["state_pool"].clone()
-    o = lightning.verify(**inputs, backend="torch")
-    assert torch.equal(inputs["state_pool"], pool_before)
-    stepped = pool_before.clone()
-    real = inputs["state_indices"] >= 0
-    for d in range(D):
-        tokens = torch.arange(N, device=o.device) * D + d
-        o_step = lightning.decode(
-            inputs["q"][tokens], inputs["k"][tokens], inputs["v"][tokens], inputs["g"],
-            state_pool=stepped, state_indices=inputs["state_indices"], backend="torch",
-        )  # fmt: skip
-        assert rel_rmse(o[tokens], o_step) <= FP32_BOUND
-        assert (
-            rel_rmse(inputs["intermediate_states"][real, d], stepped[inputs["state_indices"][real].long()])
-            <= FP32_BOUND
-        )
-    assert torch.isnan(inputs["intermediate_states"][~real]).all()
+    inputs = lightning_inputs("verify", N=3, D=3, **SHAPE, pad=1, seed=3)
+    assert_verify_is_stepwise_decode(lightning, inputs, D=3, bound=FP32_BOUND)
+    assert torch.isnan(inputs["intermediate_states"][inputs["state_indices"] < 0]).all()
 
 
 # -- Triton prefill ----------------------------------------------------------------------------------
