@@ -10,7 +10,7 @@ Up to four launches, no host synchronisation, so the call can be captured in a C
    and the fp32 gate sums (γ_i, γ_C − γ_i), so the passes never scan the gates themselves.
    The inverse: with D = I + (the 16×16 diagonal blocks of A), ``D^{-1} = (I−a)(I+a²)(I+a⁴)(I+a⁸)``
    (a^16 = 0) as batched 16×16 dots on the four blocks, refined once on 16-bit inputs
-   (``_inv_unit_lower_blocks``), and with N = D^{-1}(A − blocks), strictly block-lower so N⁴ = 0,
+   (``chunked.solve.inv_unit_lower_blocks``), and with N = D^{-1}(A − blocks), strictly block-lower so N⁴ = 0,
    ``(I + A)^{-1} = (I − N + N² − N³) D^{-1}`` — forward substitution by 16-blocks, as dots. γ is summed
    in fp64 and kept as an fp32 pair (hi, lo), so γ_i − γ_j is right to a rounding of the difference,
    not of |γ| (thousands under strong decay, where fp32 prefix sums would cancel).

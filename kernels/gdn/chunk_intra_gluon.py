@@ -165,7 +165,7 @@ def _diag_inverse(blk, mma: gl.constexpr):
     """(I + a)^{-1} for stacked strictly lower 16×16 blocks a ([4, 16, 16], a^16 = 0):
     (I − a)(I + a²)(I + a⁴)(I + a⁸), each (I + y) product as x + x y, batched tf32 mma.sync (one block a
     warp, in registers: no shared memory, no barrier), then one step of iterative refinement as in
-    ``chunk_intra._inv_unit_lower_blocks``: X + X R with R = (I − X) − a X, a X on tf32 pairs
+    ``chunked.solve.inv_unit_lower_blocks``: X + X R with R = (I − X) − a X, a X on tf32 pairs
     (``_mma_tf32x3``). Without it X is off by up to ~1% on correlated keys (the powers grow before they
     cancel and tf32 truncates them); with it ~1e-5, for 1.1× this launch's instructions where tf32x3
     in all six products took 1.15×."""

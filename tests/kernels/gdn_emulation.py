@@ -13,7 +13,7 @@ mattered). Runs on any device, in float64. What each switch models:
   refinement, X + X R with R = (I − X) − a X on tf32x3 operands: the kernels since the fix),
   ``"tf32x3"`` (each operand split into a tf32 high part and a tf32 low part, three products), ``"fp32"``,
   ``"exact"``; ``"substitution"``: forward substitution row by row in fp32 (fla's way). ``diag_form``:
-  ``"product"`` multiplies x by (I + y) (``chunk_intra._inv_unit_lower_blocks``), ``"accumulate"`` adds x y
+  ``"product"`` multiplies x by (I + y) (``chunked.solve.inv_unit_lower_blocks``), ``"accumulate"`` adds x y
   onto x (``chunk_intra_gluon._diag_inverse``);
 - ``merge``: the four 64×64 dots of ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``:
   ``"fp16"`` (operands and N rounded to fp16: the kernels' solve since the fix, for either 16-bit
