@@ -1,6 +1,6 @@
 """What our Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_intra,lightning_output,lightning_segment] [--sass DIR] [--lines N]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_intra,kda_intra,kda_state,lightning_output,lightning_segment] [--sass DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
@@ -53,6 +53,7 @@ from stampgen.kernels.gdn import (  # noqa: E402
     chunk_state,
     fused_recurrent,
 )
+from stampgen.kernels.kda import chunk as kda_chunk  # noqa: E402
 from stampgen.kernels.lightning import chunk as lightning_chunk  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
@@ -97,10 +98,27 @@ ARG_TYPES = dict(
     scale="fp32",
     partial=F32,
     seg_offsets=I32,
+    offsets=I32,
+    q_out=BF16,
+    k_out=BF16,
+    w_out=BF16,
+    u_out=BF16,
+    p_out=BF16,
+    d_out=F32,
+    gam_scratch=F32,
+    redo=I32,
+    q_in=BF16,
+    k_in=BF16,
+    w_in=BF16,
+    u_in=BF16,
+    p_in=BF16,
+    d_in=F32,
 )
 
 # The lightning prefill at MiniMax's heads: bf16, TMA tiles, a segment of 16 chunks (4k tokens' default)
 _LIGHTNING = dict(H=64, HV=64, K=128, V=128, BK=128, BC=64, SEG_CHUNKS=16, LOW=True, TMA=True)
+# The KDA prefill at Kimi-Linear's heads (H = HV = 32), bf16
+_KDA = dict(H=32, HV=32, K=128, V=128, BK=128, C=64)
 # name -> (kernel, values of its constexpr arguments that every variant shares)
 KERNELS = {
     "decode": (fused_recurrent._gdn_decode_kernel, SHAPES),
@@ -126,6 +144,8 @@ KERNELS = {
     "carry": (chunk_state._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
     "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
+    "kda_intra": (kda_chunk._kda_intra_kernel, _KDA | dict(BV=64, PREC="tf32", IN_PREC=None, SOLVE_16=True)),
+    "kda_state": (kda_chunk._kda_state_kernel, _KDA | dict(IN_PREC=None)),
     "lightning_output": (lightning_chunk._lightning_output_kernel, _LIGHTNING),
     "lightning_segment": (lightning_chunk._lightning_segment_kernel, _LIGHTNING),
 }
@@ -174,6 +194,7 @@ def constexpr_gaps(fn, values: dict) -> set:
 
 _default = chunk_config.launch_config(4096, 1, HV, V, interpret=False)
 _lightning = lightning_chunk.launch_config(4096, 64, 128, 128, interpret=False)
+_kda = kda_chunk.LaunchConfig()
 # (kernel, label, meta-parameters, num_warps, num_stages[, compile options]); the first row of each
 # kernel is its default.
 VARIANTS = [
@@ -231,6 +252,14 @@ VARIANTS = [
     ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V), 4, 1),
     ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, PDL=True), 4, 1),
     ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True), 4, 1),
+    ("kda_intra", "default", dict(BKB=_kda.key_block, LEVELS=False), _kda.intra_warps, 1),
+    ("kda_intra", "key block 128", dict(BKB=128, LEVELS=False), _kda.intra_warps, 1),
+    ("kda_intra", "8 warps", dict(BKB=_kda.key_block, LEVELS=False), 8, 1),
+    ("kda_intra", "levels", dict(BKB=_kda.key_block, LEVELS=True), _kda.intra_warps, 1),
+    ("kda_state", "default", dict(BV=32), _kda.warps, _kda.stages),
+    ("kda_state", "BV=16", dict(BV=16), _kda.warps, _kda.stages),
+    ("kda_state", "3 stages", dict(BV=32), _kda.warps, 3),
+    ("kda_state", "BV=64, 8 warps", dict(BV=64), 8, _kda.stages),
     (
         "lightning_output",
         "default",
@@ -322,15 +351,19 @@ SOURCES = (
     chunk_gluon,
     chunk_intra_gluon,
     fused_recurrent,
+    kda_chunk,
     lightning_chunk,
 )
 
 
-def _print_lines(rows, top: int, scope: str) -> None:
-    """The ``top`` source lines with the most SASS instructions among ``rows``, with the line's text."""
+def _print_lines(rows, top: int, scope: str, kernel_file: str) -> None:
+    """The ``top`` source lines with the most SASS instructions among ``rows``, with the line's text.
+    The line table names files without their folder, so a name several modules share (``chunk.py``)
+    is read as the kernel's own module."""
     counts = Counter(where for _, _, where in rows if where)
+    paths = [Path(kernel_file), *(Path(m.__file__) for m in SOURCES)]
     for (file, line), n in counts.most_common(top):
-        path = next((p for p in map(Path, (m.__file__ for m in SOURCES)) if p.name == file), None)
+        path = next((p for p in paths if p.name == file), None)
         text = path.read_text().splitlines()[line - 1].strip() if path else ""
         print(f"    {n:5d} of the {scope}'s {len(rows):5d}  {file}:{line}  {text[:90]}")
 
@@ -425,7 +458,14 @@ def main() -> None:
                 flush=True,
             )
             if args.lines:
-                _print_lines(loop or listing, args.lines, "loop" if loop else "kernel")
+                # a loop of a tenth of the kernel (a binary search before the work) says little
+                in_loop = len(loop) * 10 >= len(listing)
+                _print_lines(
+                    loop if in_loop else listing,
+                    args.lines,
+                    "loop" if in_loop else "kernel",
+                    fn.fn.__code__.co_filename,
+                )
             if args.sass:
                 args.sass.mkdir(parents=True, exist_ok=True)
                 (args.sass / f"{tag}.sass").write_text(sass)

@@ -32,6 +32,7 @@ from test_lightning_kernels import lightning_inputs  # noqa: E402
 
 from benchmarks.gdn_prefill_probe import with_config  # noqa: E402
 from stampgen.kernels import gdn, kda, lightning  # noqa: E402
+from stampgen.kernels._validation import KernelUnavailableError  # noqa: E402
 
 # Rows of the Triton prefill with launch options (``chunk.LaunchConfig`` fields): the Triton intra launch
 # (the plain ``triton`` row takes the Gluon one on sm_90 with bf16), and ``chunk_gluon``'s state pass in
@@ -115,8 +116,17 @@ def run_gated(op: str) -> int:
                 run = clone_inputs(fp32)
                 for name in ("q", "k", "v"):
                     run[name] = run[name].to(torch.bfloat16)
-                out = getattr(module, phase)(**run, backend=backend)
-                failures += not _check(f"{op} {phase:8s} {backend:10s} {gate:7s} {shapes}", out, ref)
+                label = f"{op} {phase:8s} {backend:10s} {gate:7s} {shapes}"
+                try:
+                    out = getattr(module, phase)(**run, backend=backend)
+                except KernelUnavailableError as err:
+                    if backend == "triton":
+                        raise
+                    # a peer's adapter refuses shapes or phases its kernel lacks (FlashInfer's KDA:
+                    # K = V = 128 only, no prefill on SM90): nothing of ours to check there
+                    print(f"{label} skipped: {err}")
+                    continue
+                failures += not _check(label, out, ref)
     return failures
 
 

@@ -1,108 +1,247 @@
 """Our Triton chunked KDA prefill: an intra-chunk pass parallel over chunks (the WY form of the delta
-rule), then a state pass sequential over chunks that also writes the output.
+rule), then a state pass sequential over chunks that writes the output.
 
-Chunks of ``_CHUNK`` = 32 tokens, two sub-chunks of 16. Per chunk, with γ_t = Σ_{s≤t} g_s the cumulative
-log-decay from the chunk start (per key channel, fp32) and S the state before the chunk (K-major; the
-pool holds Sᵀ):
+Chunks of ``CHUNK_SIZE`` = 64 tokens. Per chunk, with γ_t = Σ_{s≤t} g_s the
+cumulative log-decay from the chunk start (per key channel, fp32) and S the state before the chunk
+(K-major; the pool holds Sᵀ):
 
     A[i, j] = β_i Σ_c k_i[c] k_j[c] exp(γ_i[c] − γ_j[c])        i > j   (strictly lower triangular)
     P[i, j] = scale Σ_c q_i[c] k_j[c] exp(γ_i[c] − γ_j[c])      i ≥ j
-    T = (I + A)⁻¹,  W = T diag(β) (K ⊙ exp γ),  Ũ = T diag(β) V              (intra pass, per chunk)
-    U = Ũ − W S,  O = scale (Q ⊙ exp γ) S + P U,  S ← diag(exp γ_last) S + (K ⊙ exp(γ_last − γ))ᵀ U
+    Tβ = (I + A)⁻¹ diag(β),  W = Tβ (K ⊙ exp γ),  Ũ = Tβ V                          (intra pass)
+    Q̃ = scale Q ⊙ exp γ,  K̃ = K ⊙ exp(γ_C − γ),  d = exp γ_C                        (intra pass)
+    U = Ũ − W S,  O = Q̃ S + P U,  S ← diag(d) S + K̃ᵀ U                               (state pass)
 
-Every exponent is ≤ 0, so nothing overflows (a per-channel decay forbids exp(γ_i) · exp(−γ_j), which
-overflows once a chunk decays past e^88: docs/kernels.md, "Numerical pitfalls"):
+so the state pass is four tensor-core products a chunk on operands the intra pass stored in the input
+dtype, as GDN's is: the per-channel decay costs it nothing more than loads.
 
-* diagonal 16 × 16 blocks: exp(γ_i − γ_j) formed in a [16, 16, 16] tensor per block of 16 key channels,
-  −inf above the diagonal before the exponential;
-* the off-diagonal block (sub-chunk 1 × sub-chunk 0): factored through the reference point r = 15, the
-  last row of sub-chunk 0: exp(γ_i − γ_j) = exp(γ_i − γ_r) · exp(γ_r − γ_j), both factors ≤ 1 (i > r ≥ j),
-  so the block is a product (K₁ ⊙ exp(γ − γ_r)) (K₀ ⊙ exp(γ_r − γ))ᵀ on tensor cores;
-* T by blocks: D_a = (I + A_aa)⁻¹ = (I − N)(I + N²)(I + N⁴)(I + N⁸) for the nilpotent N = A_aa, and
-  T₁₀ = −D₁ A₁₀ D₀.
+No exponential is unbounded (a per-channel decay forbids exp(γ_i) · exp(−γ_j), which overflows once a
+chunk decays past e^88: docs/kernels.md, "Numerical pitfalls"):
+
+* a chunk that decays by at most ``SAFE_SPAN`` (e^60) in every key channel: A and P as one tensor-core
+  product each through the middle row r, exp(γ_i − γ_j) = exp(γ_i − γ_r) · exp(γ_r − γ_j), every factor
+  within e^±60 (finite and normal in fp32);
+* any other chunk is redone by halving levels (``_levels_blocks``: each block's upper half against its
+  lower half through the block's middle row, every factor ≤ 1), in a second launch of the intra kernel
+  that only those chunks' programs run past their first load;
+* Tβ by ``kernels.chunked.solve`` (the solve GDN's prefill uses).
 
 1. ``_chunk_offsets_kernel`` (``kernels.chunked.chunk_map``): each sequence's first global chunk index.
-2. ``_kda_intra_kernel``, one program per (global chunk, v-head): W [C, K], Ũ [C, V], P [C, C] (fp32
-   scratch).
+2. ``_kda_intra_kernel``, one program per (global chunk, v-head), launched twice (middle row, then the
+   levels for the chunks the first launch marked): Q̃, K̃, W, Ũ, P (token-major, the input dtype) and d
+   (fp32, per chunk).
 3. ``_kda_state_kernel``, one program per (sequence, v-head, V-tile): walks the chunks with its fp32
    [K, BV] state tile in registers (the V columns evolve independently under the delta rule), writes
    O and finally the pool.
 
-The last chunk of a sequence is masked (q, k, v, β, g read as 0: masked rows add nothing and do not
+The last chunk of a sequence is masked (its rows past the end read as 0: they add nothing and do not
 decay). Padding (index −1): zero initial state, zero output, nothing stored. Zero-length sequences store
-their state back unchanged. Products: fp32 operands, ``DOT_PRECISION`` (tf32 tensor cores on a GPU;
-exact in the interpreter) for the big ones, IEEE fp32 for the 16 × 16 inverse. No host sync anywhere.
+their state back unchanged. No host sync anywhere.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
-from stampgen.kernels.chunked.blocks import decay, pool_slot, program_tile, sequence_bounds
+from stampgen.kernels.chunked.blocks import LOG2E, decay, pool_slot, program_tile, row_of, sequence_bounds
 from stampgen.kernels.chunked.chunk_map import chunk_offsets, chunk_sequence, max_chunks
 from stampgen.kernels.chunked.common import (
+    CHUNK_SIZE,
     SM_COUNT_HINT,
     head_dim_contiguous,
     triton_interpreted,
 )
+from stampgen.kernels.chunked.solve import unit_lower_solve
 
-_CHUNK = 32  # tokens per chunk: two 16-token sub-chunks
-_SUB = 16
-_KEY_BLOCK = 16  # key channels per block of the [16, 16, 16] diagonal-block tensors
-# "tf32" (tensor cores) or "ieee" (CUDA cores, fp32 exact) for the products of W, Ũ, P and the state.
-DOT_PRECISION = "tf32"
+# The largest decay across a chunk (in one key channel, in nats) for which the chunk's A and P are one
+# product each through its middle row: the factors stay within e^±60, far inside fp32's normal range
+# (e^±87). A chunk that decays faster takes the halving levels, whose factors are all ≤ 1.
+SAFE_SPAN = tl.constexpr(60.0)
+
+
+class LaunchConfig(NamedTuple):
+    """Launch settings of the two passes. ``key_block``: key channels per step of the intra pass's
+    A / P loop; ``block_v``: the state pass's V tile (None: ``launch_config`` picks by grid size);
+    ``levels_only``: every chunk by the halving levels, none through the middle row (for A/B runs and
+    tests of the levels on inputs the middle row would take)."""
+
+    key_block: int = 64
+    intra_warps: int = 4
+    block_v: int | None = None
+    warps: int = 4
+    stages: int = 2
+    levels_only: bool = False
 
 
 @triton.jit
-def _diagonal_block(q_ptr, k_ptr, g_ptr, qk_offs, g_offs, in_seq, K, BK: tl.constexpr, BKB: tl.constexpr,
-                    SUB: tl.constexpr):  # fmt: skip
-    """(Σ_c k_i k_j exp(γ_i − γ_j) for i > j, Σ_c q_i k_j exp(γ_i − γ_j) for i ≥ j) of one sub-chunk,
-    γ its own cumulative log-decay (the differences do not depend on where the cumsum starts)."""
-    rows = tl.arange(0, SUB)
-    causal = rows[:, None] >= rows[None, :]
-    strictly = rows[:, None] > rows[None, :]
-    A = tl.zeros((SUB, SUB), dtype=tl.float32)
-    P = tl.zeros((SUB, SUB), dtype=tl.float32)
+def _tile(ptr, row_offs, ok, offs, mask):
+    """The [rows, cols] tile at ``ptr + row_offs[:, None] + offs[None, :]``, zero outside ``ok × mask``."""
+    return tl.load(ptr + row_offs[:, None] + offs[None, :], mask=ok[:, None] & mask[None, :], other=0.0)
+
+
+@triton.jit
+def _put(ptr, row_offs, ok, offs, mask, x):
+    tl.store(
+        ptr + row_offs[:, None] + offs[None, :], x.to(ptr.dtype.element_ty), mask=ok[:, None] & mask[None, :]
+    )
+
+
+@triton.jit
+def _halving_level(A, P, q_c, k_c, gam, gam_rows, offs, rows, HALF: tl.constexpr, C: tl.constexpr,
+                   PREC: tl.constexpr):  # fmt: skip
+    """A and P plus one level of ``_attention_blocks``' halving: the pairs (upper half, lower half) of
+    every block of 2·HALF rows, through the block's middle row m (read back from the γ scratch)."""
+    m = (rows // (2 * HALF)) * (2 * HALF) + HALF - 1
+    gam_m = tl.load(gam_rows + (m - rows)[:, None] * C + offs[None, :])  # γ at each row's m
+    upper = ((rows // HALF) % 2 == 1)[:, None]
+    e = decay(tl.where(upper, gam - gam_m, gam_m - gam))
+    col = tl.trans(tl.where(upper, 0.0, k_c * e))
+    same = (rows[:, None] // (2 * HALF)) == (rows[None, :] // (2 * HALF))
+    A += tl.where(same, tl.dot(tl.where(upper, k_c * e, 0.0), col, input_precision=PREC), 0.0)
+    P += tl.where(same, tl.dot(tl.where(upper, q_c * e, 0.0), col, input_precision=PREC), 0.0)
+    return A, P
+
+
+@triton.jit
+def _levels_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0, n_rows, c, hv, stride_q_tok,
+                   qk_head, scale, K, HV: tl.constexpr, BK: tl.constexpr, BKB: tl.constexpr,
+                   C: tl.constexpr, PREC: tl.constexpr):  # fmt: skip
+    """(A without β, P without scale) of one chunk whatever its decay, [C, C] fp32, summed over blocks of
+    BKB key channels (the decay is per channel, so every block stands alone); Q̃, K̃, K ⊙ exp γ and d
+    stored (``_gated_tiles``). ``gam_scratch``: this program's own [C, BK] of γ.
+
+    The strictly lower triangle is split by halving: at the level of blocks of 2h rows, each block's
+    upper half (rows i) against its lower half (columns j), through the block's middle row m (the last
+    of the lower half): exp(γ_i − γ_j) = exp(γ_i − γ_m) · exp(γ_m − γ_j), both factors ≤ 1, so each
+    level is one tensor-core product per key block, with the pairs of other blocks masked off after it:
+    one exponential an element a level, six levels for 64 rows. γ at each row's m is a gather, so γ goes
+    through the scratch (a row-indexed load from registers does not exist)."""
+    rows = tl.arange(0, C)
+    ok = rows < n_rows
+    qk_rows = (tok0 + rows) * stride_q_tok + qk_head
+    g_rows = (tok0 + rows) * (HV * K) + hv * K
+    A = tl.zeros((C, C), dtype=tl.float32)
+    P = tl.zeros((C, C), dtype=tl.float32)
     for kb in tl.static_range(0, BK, BKB):
-        offs_kb = kb + tl.arange(0, BKB)
-        mask_kb = in_seq[:, None] & (offs_kb < K)[None, :]
-        q_b = tl.load(q_ptr + qk_offs[:, None] + offs_kb[None, :], mask=mask_kb, other=0.0).to(tl.float32)
-        k_b = tl.load(k_ptr + qk_offs[:, None] + offs_kb[None, :], mask=mask_kb, other=0.0).to(tl.float32)
-        gamma_b = tl.cumsum(tl.load(g_ptr + g_offs[:, None] + offs_kb[None, :], mask=mask_kb, other=0.0), 0)
-        diff = gamma_b[:, None, :] - gamma_b[None, :, :]  # [i, j, c]
-        weight = decay(tl.where(causal[:, :, None], diff, float("-inf")))
-        A += tl.sum(k_b[:, None, :] * k_b[None, :, :] * weight, axis=2)
-        P += tl.sum(q_b[:, None, :] * k_b[None, :, :] * weight, axis=2)
-    return tl.where(strictly, A, 0.0), P
+        offs = kb + tl.arange(0, BKB)
+        mask = offs < K
+        k_c = _tile(k, qk_rows, ok, offs, mask).to(tl.float32)
+        q_c = _tile(q, qk_rows, ok, offs, mask).to(tl.float32)
+        g_c = _tile(g, g_rows, ok, offs, mask)  # rows past the sequence read g = 0: γ stays flat there
+        gam = tl.cumsum(g_c, 0)
+        gam_rows = gam_scratch + rows[:, None] * BK
+        tl.store(gam_rows + offs[None, :], gam)
+        tl.debug_barrier()  # every row of γ written before any is gathered
+        P += tl.where(rows[:, None] == rows[None, :], tl.sum(q_c * k_c, 1)[:, None], 0.0)
+        for half in tl.static_range(0, 6):  # halves of 32, 16, 8, 4, 2, 1 rows
+            A, P = _halving_level(A, P, q_c, k_c, gam, gam_rows, offs, rows, C >> (half + 1), BK, PREC)
+        last = tl.sum(g_c, 0)
+        to_start = decay(gam)
+        _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, to_start * scale, decay(last[None, :] - gam),
+                     to_start, last, tok0, ok, c, hv, offs, mask, HV, K, C)  # fmt: skip
+    return A, P
 
 
 @triton.jit
-def _unit_lower_inverse(N, SUB: tl.constexpr):
-    """(I + N)⁻¹ for a strictly lower triangular [16, 16] N: Σ_k (−N)^k = (I − N)(I + N²)(I + N⁴)(I + N⁸)."""
-    rows = tl.arange(0, SUB)
-    eye = (rows[:, None] == rows[None, :]).to(tl.float32)
-    N2 = tl.dot(N, N, input_precision="ieee")
-    N4 = tl.dot(N2, N2, input_precision="ieee")
-    N8 = tl.dot(N4, N4, input_precision="ieee")
-    X = tl.dot(eye - N, eye + N2, input_precision="ieee")
-    X = tl.dot(X, eye + N4, input_precision="ieee")
-    return tl.dot(X, eye + N8, input_precision="ieee")
+def _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, q_gate, k_gate, kin_gate, last, tok0, ok, c, hv,
+                 offs, mask, HV: tl.constexpr, K, C: tl.constexpr):  # fmt: skip
+    """Stores one key block of Q̃ = Q ⊙ q_gate, K̃ = K ⊙ k_gate, K ⊙ kin_gate (made W by ``_solved``) and
+    d = exp(last) (the chunk's decay, per global chunk ``c``)."""
+    rows = tl.arange(0, C)
+    out_rows = ((tok0 + rows) * HV + hv) * K
+    _put(q_out, out_rows, ok, offs, mask, q_c * q_gate)
+    _put(k_out, out_rows, ok, offs, mask, k_c * k_gate)
+    _put(kin_out, out_rows, ok, offs, mask, k_c * kin_gate)
+    tl.store(d_out + (tl.cast(c, tl.int64) * HV + hv) * K + offs, decay(last), mask=mask)
+
+
+@triton.jit
+def _middle_row_blocks(q, k, g, q_out, k_out, kin_out, d_out, tok0, n_rows, c, hv, stride_q_tok, qk_head,
+                       scale, K, HV: tl.constexpr, BK: tl.constexpr, BKB: tl.constexpr, C: tl.constexpr,
+                       PREC: tl.constexpr):  # fmt: skip
+    """``_levels_blocks``' A and P, and whether they are wrong: one product each for the whole chunk
+    through its middle row r, exp(γ_i − γ_j) = exp(γ_i − γ_r) · exp(γ_r − γ_j), right wherever the chunk
+    decays by at most ``SAFE_SPAN`` in every channel (each factor is then within e^±span: finite and
+    normal in fp32, where exp(γ_i) · exp(−γ_j) overflows past e^88). Also the gated tiles, from the same
+    factors (exp γ = exp(γ − γ_r) · exp γ_r: no further exponential an element)."""
+    rows = tl.arange(0, C)
+    ok = rows < n_rows
+    qk_rows = (tok0 + rows) * stride_q_tok + qk_head
+    g_rows = (tok0 + rows) * (HV * K) + hv * K
+    lower = rows[:, None] > rows[None, :]
+    A = tl.zeros((C, C), dtype=tl.float32)
+    P = tl.zeros((C, C), dtype=tl.float32)
+    worst = 0.0
+    for kb in tl.static_range(0, BK, BKB):
+        offs = kb + tl.arange(0, BKB)
+        mask = offs < K
+        k_c = _tile(k, qk_rows, ok, offs, mask).to(tl.float32)
+        q_c = _tile(q, qk_rows, ok, offs, mask).to(tl.float32)
+        g_c = _tile(g, g_rows, ok, offs, mask)
+        gam = tl.cumsum(g_c, 0)
+        ref = row_of(gam, rows, C // 2 - 1)
+        last = tl.sum(g_c, 0)
+        worst = tl.maximum(worst, tl.max(-last))  # the span γ_0 − γ_last is at most −γ_last
+        # ≤ e^span either side of r; clamped so that a chunk left to the levels computes no inf here
+        from_ref = tl.exp2(tl.minimum(gam - ref[None, :], SAFE_SPAN) * LOG2E)
+        to_ref = tl.exp2(tl.minimum(ref[None, :] - gam, SAFE_SPAN) * LOG2E)
+        col = tl.trans(k_c * to_ref)
+        A += tl.where(lower, tl.dot(k_c * from_ref, col, input_precision=PREC), 0.0)
+        P += tl.where(lower | (rows[:, None] == rows[None, :]),
+                      tl.dot(q_c * from_ref, col, input_precision=PREC), 0.0)  # fmt: skip
+        ref_decay = decay(ref)
+        _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, from_ref * (ref_decay * scale)[None, :],
+                     to_ref * decay(last - ref)[None, :], from_ref * ref_decay[None, :], last, tok0, ok, c,
+                     hv, offs, mask, HV, K, C)  # fmt: skip
+    return A, P, worst > SAFE_SPAN
+
+
+@triton.jit
+def _solved(A, P, v, beta, w_out, u_out, p_out, tok0, n_rows, hv, stride_v_tok, stride_v_head, scale, K,
+            V, HV: tl.constexpr, BK: tl.constexpr, BKB: tl.constexpr, BV: tl.constexpr, C: tl.constexpr,
+            PREC: tl.constexpr, IN_PREC: tl.constexpr, SOLVE_16: tl.constexpr):  # fmt: skip
+    """Tβ from A, then P, W = Tβ (K ⊙ exp γ) (over the K ⊙ exp γ already in ``w_out``) and Ũ = Tβ V
+    stored."""
+    rows = tl.arange(0, C)
+    ok = rows < n_rows
+    dt = w_out.dtype.element_ty
+    beta_c = tl.load(beta + (tok0 + rows) * HV + hv, mask=ok, other=0.0)
+    t_beta = unit_lower_solve(A * beta_c[:, None], beta_c, rows, PREC, SOLVE_16).to(dt)
+    out_rows = (tok0 + rows) * HV + hv  # token-major outputs: row (token, v-head)
+    _put(p_out, out_rows * C, ok, rows, rows < C, P * scale)
+    tl.debug_barrier()  # K ⊙ exp γ stored by every thread before any reads it back
+    for kb in tl.static_range(0, BK, BKB):
+        offs = kb + tl.arange(0, BKB)
+        mask = offs < K
+        kin = _tile(w_out, out_rows * K, ok, offs, mask)
+        _put(w_out, out_rows * K, ok, offs, mask, tl.dot(t_beta, kin, input_precision=IN_PREC))
+    for vb in tl.static_range(0, V, BV):
+        offs = vb + tl.arange(0, BV)
+        mask = offs < V
+        v_c = _tile(v, (tok0 + rows) * stride_v_tok + hv * stride_v_head, ok, offs, mask).to(dt)
+        _put(u_out, out_rows * V, ok, offs, mask, tl.dot(t_beta, v_c, input_precision=IN_PREC))
 
 
 @triton.jit
 def _kda_intra_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
-    g_ptr,
-    beta_ptr,
-    w_ptr,
-    u_ptr,
-    p_ptr,
-    cu_seqlens_ptr,
-    offsets_ptr,
+    q,
+    k,
+    v,
+    g,
+    beta,
+    q_out,
+    k_out,
+    w_out,
+    u_out,
+    p_out,
+    d_out,
+    gam_scratch,
+    redo,
+    cu_seqlens,
+    offsets,
     N,
     stride_q_tok,
     stride_q_head,
@@ -114,100 +253,65 @@ def _kda_intra_kernel(
     K: tl.constexpr,
     V: tl.constexpr,
     BK: tl.constexpr,
+    BKB: tl.constexpr,
     BV: tl.constexpr,
     C: tl.constexpr,
-    SUB: tl.constexpr,
-    BKB: tl.constexpr,
     PREC: tl.constexpr,
+    IN_PREC: tl.constexpr,
+    SOLVE_16: tl.constexpr,
+    LEVELS: tl.constexpr,
 ):
+    """One program per (global chunk, v-head). Launched twice: first through the middle row
+    (``LEVELS`` false), which marks in ``redo`` the chunks that decay too fast for it, then by the halving
+    levels for those alone (a separate launch, so the common case does not hold the levels' registers)."""
     pid = tl.program_id(0)
-    i_hv = pid % HV
+    if LEVELS:
+        if tl.load(redo + pid) == 0:
+            return
+    hv = pid % HV
     c = pid // HV
-    i_h = i_hv // (HV // H)
-    i_n, i_c, is_chunk = chunk_sequence(offsets_ptr, N, c)
-    bos, eos = sequence_bounds(cu_seqlens_ptr, i_n)
-    first = bos + tl.cast(i_c, tl.int64) * C
-    rows = tl.arange(0, SUB)
-    offs_k = tl.arange(0, BK)
-    offs_v = tl.arange(0, BV)
-    mask_k = offs_k < K
-    mask_v = offs_v < V
-    t0 = first + rows
-    t1 = first + SUB + rows
-    in0 = (t0 < eos) & is_chunk
-    in1 = (t1 < eos) & is_chunk
-    qk0 = t0 * stride_q_tok + i_h * stride_q_head
-    qk1 = t1 * stride_q_tok + i_h * stride_q_head
-    g0_offs = (t0 * HV + i_hv) * K
-    g1_offs = (t1 * HV + i_hv) * K
-
-    m0 = in0[:, None] & mask_k[None, :]
-    m1 = in1[:, None] & mask_k[None, :]
-    k0 = tl.load(k_ptr + qk0[:, None] + offs_k[None, :], mask=m0, other=0.0).to(tl.float32)
-    k1 = tl.load(k_ptr + qk1[:, None] + offs_k[None, :], mask=m1, other=0.0).to(tl.float32)
-    q1 = tl.load(q_ptr + qk1[:, None] + offs_k[None, :], mask=m1, other=0.0).to(tl.float32)
-    cg0 = tl.cumsum(tl.load(g_ptr + g0_offs[:, None] + offs_k[None, :], mask=m0, other=0.0), 0)
-    cg1 = tl.cumsum(tl.load(g_ptr + g1_offs[:, None] + offs_k[None, :], mask=m1, other=0.0), 0)
-    A00, P00 = _diagonal_block(q_ptr, k_ptr, g_ptr, qk0, g0_offs, in0, K, BK, BKB, SUB)
-    A11, P11 = _diagonal_block(q_ptr, k_ptr, g_ptr, qk1, g1_offs, in1, K, BK, BKB, SUB)
-    g0_total = tl.sum(tl.where(rows[:, None] == SUB - 1, cg0, 0.0), axis=0)  # γ at row 15 (reference r)
-    k0_to_r = k0 * decay(g0_total[None, :] - cg0)  # exp(γ_r − γ_j), j ≤ r
-    decay1 = decay(cg1)  # exp(γ_i − γ_r), i > r
-    A10 = tl.dot(k1 * decay1, tl.trans(k0_to_r), input_precision=PREC)
-    P10 = tl.dot(q1 * decay1, tl.trans(k0_to_r), input_precision=PREC) * scale
-
-    beta0 = tl.load(beta_ptr + t0 * HV + i_hv, mask=in0, other=0.0)
-    beta1 = tl.load(beta_ptr + t1 * HV + i_hv, mask=in1, other=0.0)
-    D0 = _unit_lower_inverse(A00 * beta0[:, None], SUB)
-    D1 = _unit_lower_inverse(A11 * beta1[:, None], SUB)
-    T10 = -tl.dot(tl.dot(D1, A10 * beta1[:, None], input_precision="ieee"), D0, input_precision="ieee")
-
-    bk0 = beta0[:, None] * k0 * decay(cg0)  # β K ⊙ exp γ, γ from the chunk start
-    bk1 = beta1[:, None] * k1 * decay(g0_total[None, :] + cg1)
-    w0 = tl.dot(D0, bk0, input_precision=PREC)
-    w1 = tl.dot(T10, bk0, input_precision=PREC) + tl.dot(D1, bk1, input_precision=PREC)
-    v0 = tl.load(v_ptr + t0[:, None] * stride_v_tok + i_hv * stride_v_head + offs_v[None, :],
-                 mask=in0[:, None] & mask_v[None, :], other=0.0).to(tl.float32)  # fmt: skip
-    v1 = tl.load(v_ptr + t1[:, None] * stride_v_tok + i_hv * stride_v_head + offs_v[None, :],
-                 mask=in1[:, None] & mask_v[None, :], other=0.0).to(tl.float32)  # fmt: skip
-    bv0 = beta0[:, None] * v0
-    bv1 = beta1[:, None] * v1
-    u0 = tl.dot(D0, bv0, input_precision=PREC)
-    u1 = tl.dot(T10, bv0, input_precision=PREC) + tl.dot(D1, bv1, input_precision=PREC)
-
-    base = tl.cast(c, tl.int64) * HV + i_hv
-    w_base = w_ptr + base * (C * K)
-    tl.store(w_base + rows[:, None] * K + offs_k[None, :], w0, mask=mask_k[None, :] & is_chunk)
-    tl.store(w_base + (SUB + rows[:, None]) * K + offs_k[None, :], w1, mask=mask_k[None, :] & is_chunk)
-    u_base = u_ptr + base * (C * V)
-    tl.store(u_base + rows[:, None] * V + offs_v[None, :], u0, mask=mask_v[None, :] & is_chunk)
-    tl.store(u_base + (SUB + rows[:, None]) * V + offs_v[None, :], u1, mask=mask_v[None, :] & is_chunk)
-    p_base = p_ptr + base * (C * C)
-    cols = tl.arange(0, SUB)
-    tl.store(p_base + rows[:, None] * C + cols[None, :], P00 * scale, mask=is_chunk)
-    tl.store(p_base + rows[:, None] * C + SUB + cols[None, :], tl.zeros((SUB, SUB), tl.float32),
-             mask=is_chunk)  # fmt: skip
-    tl.store(p_base + (SUB + rows[:, None]) * C + cols[None, :], P10, mask=is_chunk)
-    tl.store(p_base + (SUB + rows[:, None]) * C + SUB + cols[None, :], P11 * scale, mask=is_chunk)
+    h = hv // (HV // H)
+    n, i_c, is_chunk = chunk_sequence(offsets, N, c)
+    if not is_chunk:
+        if not LEVELS:
+            tl.store(redo + pid, 0)
+        return  # past the last chunk (the grid is an upper bound)
+    bos, eos = sequence_bounds(cu_seqlens, n)
+    tok0 = bos + tl.cast(i_c, tl.int64) * C
+    qk_head = h * stride_q_head
+    if LEVELS:
+        A, P = _levels_blocks(
+            q, k, g, q_out, k_out, w_out, d_out, gam_scratch + tl.cast(pid, tl.int64) * (C * BK), tok0,
+            eos - tok0, c, hv, stride_q_tok, qk_head, scale, K, HV, BK, BKB, C, PREC,
+        )  # fmt: skip
+    else:
+        A, P, too_fast = _middle_row_blocks(
+            q, k, g, q_out, k_out, w_out, d_out, tok0, eos - tok0, c, hv, stride_q_tok, qk_head, scale, K,
+            HV, BK, BKB, C, PREC,
+        )  # fmt: skip
+        tl.store(redo + pid, too_fast.to(tl.int32))
+        if too_fast:
+            return
+    _solved(
+        A, P, v, beta, w_out, u_out, p_out, tok0, eos - tok0, hv, stride_v_tok, stride_v_head, scale, K, V,
+        HV, BK, BKB, BV, C, PREC, IN_PREC, SOLVE_16,
+    )  # fmt: skip
 
 
 @triton.jit
 def _kda_state_kernel(
-    q_ptr,
-    k_ptr,
-    g_ptr,
-    w_ptr,
-    u_ptr,
-    p_ptr,
-    o_ptr,
-    state_pool_ptr,
-    state_indices_ptr,
-    cu_seqlens_ptr,
-    offsets_ptr,
-    stride_q_tok,
-    stride_q_head,
+    q_in,
+    k_in,
+    w_in,
+    u_in,
+    p_in,
+    d_in,
+    o,
+    state_pool,
+    state_indices,
+    cu_seqlens,
+    offsets,
     stride_pool_slot,
-    scale,
     H: tl.constexpr,
     HV: tl.constexpr,
     K: tl.constexpr,
@@ -215,54 +319,63 @@ def _kda_state_kernel(
     BK: tl.constexpr,
     BV: tl.constexpr,
     C: tl.constexpr,
-    PREC: tl.constexpr,
+    IN_PREC: tl.constexpr,
 ):
-    i_n, i_hv, i_h, offs_v = program_tile(H, HV, V, BV)
+    n, hv, h, offs_v = program_tile(H, HV, V, BV)
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
     mask_v = offs_v < V
     rows = tl.arange(0, C)
-    cols = tl.arange(0, C)
+    dt = w_in.dtype.element_ty
 
-    state_base, real = pool_slot(state_pool_ptr, state_indices_ptr, stride_pool_slot, i_n, i_hv, V, K)
+    state_base, real = pool_slot(state_pool, state_indices, stride_pool_slot, n, hv, V, K)
     s_offs = offs_v[None, :] * K + offs_k[:, None]  # S [BK, BV], K-major view of the pool tile
     s_mask = mask_k[:, None] & mask_v[None, :]
     S = tl.load(state_base + s_offs, mask=s_mask & real, other=0.0)
 
-    bos, eos = sequence_bounds(cu_seqlens_ptr, i_n)
-    c0 = tl.load(offsets_ptr + i_n).to(tl.int64)
+    bos, eos = sequence_bounds(cu_seqlens, n)
+    c0 = tl.load(offsets + n).to(tl.int64)
     for i_c in range(0, tl.cdiv(eos - bos, C)):
-        toks = bos + tl.cast(i_c, tl.int64) * C + rows
-        in_seq = toks < eos
-        qk_offs = toks[:, None] * stride_q_tok + i_h * stride_q_head + offs_k[None, :]
-        qk_mask = in_seq[:, None] & mask_k[None, :]
-        q = tl.load(q_ptr + qk_offs, mask=qk_mask, other=0.0).to(tl.float32)
-        k = tl.load(k_ptr + qk_offs, mask=qk_mask, other=0.0).to(tl.float32)
-        g = tl.load(g_ptr + (toks[:, None] * HV + i_hv) * K + offs_k[None, :], mask=qk_mask, other=0.0)
-        gamma = tl.cumsum(g, axis=0)  # masked rows add 0
-        gamma_last = tl.sum(g, axis=0)
-        base = (c0 + i_c) * HV + i_hv
-        w = tl.load(
-            w_ptr + base * (C * K) + rows[:, None] * K + offs_k[None, :], mask=mask_k[None, :], other=0.0
-        )
-        u = tl.load(
-            u_ptr + base * (C * V) + rows[:, None] * V + offs_v[None, :], mask=mask_v[None, :], other=0.0
-        )
-        p = tl.load(p_ptr + base * (C * C) + rows[:, None] * C + cols[None, :])
+        tok0 = bos + tl.cast(i_c, tl.int64) * C
+        ok = rows < eos - tok0
+        tok_rows = (tok0 + rows) * HV + hv
+        w_c = _tile(w_in, tok_rows * K, ok, offs_k, mask_k)
+        q_c = _tile(q_in, tok_rows * K, ok, offs_k, mask_k)
+        k_c = _tile(k_in, tok_rows * K, ok, offs_k, mask_k)
+        p_c = _tile(p_in, tok_rows * C, ok, rows, rows < C)
+        u_c = _tile(u_in, tok_rows * V, ok, offs_v, mask_v).to(tl.float32)
+        d_c = tl.load(d_in + ((c0 + i_c) * HV + hv) * K + offs_k, mask=mask_k, other=0.0)
 
-        U = u - tl.dot(w, S, input_precision=PREC)
-        o = tl.dot(q * (decay(gamma) * scale), S, input_precision=PREC) + tl.dot(p, U, input_precision=PREC)
-        o = tl.where(real, o, 0.0)
-        o_offs = (toks[:, None] * HV + i_hv) * V + offs_v[None, :]
-        tl.store(o_ptr + o_offs, o.to(o_ptr.dtype.element_ty), mask=in_seq[:, None] & mask_v[None, :])
-
-        k_to_end = k * decay(gamma_last[None, :] - gamma)
-        S = tl.dot(tl.trans(k_to_end), U, acc=S * decay(gamma_last)[:, None], input_precision=PREC)
+        state_op = S.to(dt)
+        u_new = u_c - tl.dot(w_c, state_op, input_precision=IN_PREC)
+        u_op = u_new.to(dt)
+        out = tl.dot(p_c, u_op, acc=tl.dot(q_c, state_op, input_precision=IN_PREC), input_precision=IN_PREC)
+        _put(o, tok_rows * V, ok, offs_v, mask_v, tl.where(real, out, 0.0))
+        S = tl.dot(tl.trans(k_c), u_op, acc=S * d_c[:, None], input_precision=IN_PREC)
 
     tl.store(state_base + s_offs, S, mask=s_mask & real)
 
 
-def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, BV=None):
+def launch_config(N: int, HV: int, V: int) -> LaunchConfig:
+    """The default launch settings: the state pass in V tiles of 64 columns where that still gives two
+    programs an SM (a batch of sequences), else of 32 (one sequence: HV · V / 32 programs, 128 for 32
+    heads of 128); 16 in the interpreter, so the CPU tests cover several tiles. Measured on the H200:
+    benchmarks/RESULTS.md."""
+    if triton_interpreted():
+        return LaunchConfig(block_v=16)
+    block_v = min(64, max(16, triton.next_power_of_2(V)))
+    while block_v > 32 and N * HV * triton.cdiv(V, block_v) < 2 * SM_COUNT_HINT:
+        block_v //= 2
+    return LaunchConfig(block_v=block_v)
+
+
+def _precision(dtype: torch.dtype) -> tuple[str, str | None]:
+    """(products on fp32 operands, products on operands of the input dtype): exact for fp32 inputs;
+    tf32 for the fp32 ones when the results are rounded to 16 bits."""
+    return ("ieee", "ieee") if dtype == torch.float32 else ("tf32", None)
+
+
+def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, config=None):
     """KDA chunked prefill over the packed sequences of ``cu_seqlens``; pool updated in place."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
@@ -272,30 +385,32 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, B
     o = torch.empty((T, HV, V), dtype=v.dtype, device=v.device)
     if T == 0 or N == 0:
         return o
-    C = _CHUNK
+    config = config or launch_config(N, HV, V)
+    C = CHUNK_SIZE
     NC = max_chunks(T, N, C)
     BK = max(16, triton.next_power_of_2(K))
     BV_full = max(16, triton.next_power_of_2(V))
-    offsets = chunk_offsets(cu_seqlens, C, torch.empty(N + 1, dtype=torch.int32, device=q.device))
-    w = torch.empty((NC, HV, C, K), dtype=torch.float32, device=q.device)
-    u = torch.empty((NC, HV, C, V), dtype=torch.float32, device=q.device)
-    p = torch.empty((NC, HV, C, C), dtype=torch.float32, device=q.device)
-    _kda_intra_kernel[(NC * HV,)](
-        q, k, v, g, beta, w, u, p, cu_seqlens, offsets, N,
-        q.stride(0), q.stride(1), v.stride(0), v.stride(1), scale,
-        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV_full, C=C, SUB=_SUB, BKB=_KEY_BLOCK, PREC=DOT_PRECISION,
-        num_warps=8,
-    )  # fmt: skip
-    if BV is None:
-        BV = min(BV_full, 16 if triton_interpreted() else 32)
-        # Few programs (one long sequence: HV · V/32, 128 for 32 heads of 128) leave SMs idle.
-        if not triton_interpreted() and N * HV * triton.cdiv(V, BV) < 2 * SM_COUNT_HINT:
-            BV = 16
-    grid = (triton.cdiv(V, BV) * N * HV,)
-    _kda_state_kernel[grid](
-        q, k, g, w, u, p, o, state_pool, state_indices, cu_seqlens, offsets,
-        q.stride(0), q.stride(1), state_pool.stride(0), scale,
-        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, C=C, PREC=DOT_PRECISION,
-        num_warps=8, num_stages=2,  # 4 warps spill (sm_90 build: 255 registers)
+    dt, dev = v.dtype, q.device
+    prec, in_prec = _precision(dt)
+    offsets = chunk_offsets(cu_seqlens, C, torch.empty(N + 1, dtype=torch.int32, device=dev))
+    q_t, k_t, w = (torch.empty((T, HV, K), dtype=dt, device=dev) for _ in range(3))
+    u = torch.empty((T, HV, V), dtype=dt, device=dev)
+    p = torch.empty((T, HV, C), dtype=dt, device=dev)
+    d = torch.empty((NC, HV, K), dtype=torch.float32, device=dev)
+    # the chunks the middle row cannot take (all of them with levels_only)
+    redo = (torch.ones if config.levels_only else torch.empty)(NC * HV, dtype=torch.int32, device=dev)
+    gam = torch.empty((NC * HV, C, BK), dtype=torch.float32, device=dev)  # the levels' γ, per program
+    for levels in (True,) if config.levels_only else (False, True):
+        _kda_intra_kernel[(NC * HV,)](
+            q, k, v, g, beta, q_t, k_t, w, u, p, d, gam, redo, cu_seqlens, offsets, N,
+            q.stride(0), q.stride(1), v.stride(0), v.stride(1), scale,
+            H=H, HV=HV, K=K, V=V, BK=BK, BKB=min(config.key_block, BK), BV=min(BV_full, 64), C=C,
+            PREC=prec, IN_PREC=in_prec, SOLVE_16=dt != torch.float32, LEVELS=levels,
+            num_warps=config.intra_warps,
+        )  # fmt: skip
+    BV = config.block_v or launch_config(N, HV, V).block_v
+    _kda_state_kernel[(triton.cdiv(V, BV) * N * HV,)](
+        q_t, k_t, w, u, p, d, o, state_pool, state_indices, cu_seqlens, offsets, state_pool.stride(0),
+        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, C=C, IN_PREC=in_prec, num_warps=config.warps, num_stages=config.stages,
     )  # fmt: skip
     return o

@@ -183,6 +183,40 @@ def test_the_prefill_under_extreme_uniform_gates(g):
     assert rel_rmse(tri["state_pool"], ref["state_pool"]) <= FP32_BOUND
 
 
+def chunked_against_reference(inputs, **config):
+    """(output, pool) rel RMSE of ``kda.chunk.prefill`` with these LaunchConfig fields against the reference."""
+    from stampgen.kernels.kda import chunk
+
+    ref, tri = clone_inputs(inputs), clone_inputs(inputs)
+    o_ref = kda.prefill(**ref, backend="torch")
+    o_tri = chunk.prefill(**tri, scale=inputs["q"].shape[-1] ** -0.5, config=chunk.LaunchConfig(**config))
+    assert torch.isfinite(o_tri).all() and torch.isfinite(tri["state_pool"]).all()
+    return rel_rmse(o_tri, o_ref), rel_rmse(tri["state_pool"], ref["state_pool"])
+
+
+@pytest.mark.parametrize("levels_only", [False, True], ids=["middle-row", "levels-only"])
+def test_both_ways_to_the_chunk_products_match_the_reference_on_ordinary_decay(levels_only):
+    # Ordinary decay: every chunk goes through its middle row by default; levels_only takes the same
+    # chunks by the halving levels. Both must be right (a broken path fails its own run).
+    pytest.importorskip("stampgen.kernels.kda.chunk")  # needs triton
+    inputs = kda_inputs("prefill", N=2, H=1, HV=2, K=32, V=16, seqlens=[130, 64], seed=21)
+    errors = chunked_against_reference(inputs, block_v=16, levels_only=levels_only)
+    assert max(errors) <= FP32_BOUND
+
+
+def test_chunks_and_key_blocks_too_fast_for_the_middle_row_take_the_levels():
+    # K = 128 in two key blocks of 64: the second block's channels decay by e^-3 a token (past the
+    # middle row's span within one chunk), the first block's barely; and the second sequence's middle
+    # chunk decays fast in every channel. Mixed chunks and key blocks must still match the reference.
+    pytest.importorskip("stampgen.kernels.kda.chunk")  # needs triton
+    inputs = kda_inputs("prefill", N=2, H=1, HV=2, K=128, V=16, seqlens=[70, 192], seed=22)
+    g = inputs["g"]
+    g[:70, :, 64:] = -3.0
+    g[:70, :, :64] = -1e-3
+    g[70 + 64 : 70 + 128] = -2.0
+    assert max(chunked_against_reference(inputs, block_v=16)) <= FP32_BOUND
+
+
 def test_a_zero_length_sequence_leaves_its_slot_bit_identical():
     before, _, tri, _, _ = run_both("prefill", N=3, **SHAPE, seqlens=[4, 0, 5], seed=7)
     slot = before["state_indices"][1].item()
@@ -324,3 +358,11 @@ def test_flashinfer_on_cpu_tensors_raises_kernel_unavailable():
     with pytest.raises(KernelUnavailableError, match="flashinfer"):
         kda.decode(**inputs, backend="flashinfer")
     assert "flashinfer" not in kda.available_backends()
+
+
+def test_the_state_pass_takes_wide_v_tiles_only_where_two_programs_an_sm_remain(monkeypatch):
+    chunk = pytest.importorskip("stampgen.kernels.kda.chunk")  # needs triton
+    monkeypatch.setattr(chunk, "triton_interpreted", lambda: False)
+    assert chunk.launch_config(1, 32, 128).block_v == 32  # one sequence: 128 programs of 32 columns
+    assert chunk.launch_config(16, 32, 128).block_v == 64  # a batch: 1024 programs of 64
+    assert chunk.launch_config(4, 2, 16).block_v == 16  # narrow heads: the whole head
