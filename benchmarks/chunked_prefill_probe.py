@@ -1,21 +1,23 @@
-"""Time our Triton chunked lightning prefill (``kernels/lightning/chunk.py``) on a CUDA GPU, under CUDA
-graphs, at its default launch configuration and at variations of it.
+"""Time our Triton chunked KDA or lightning prefill (``kernels/{kda,lightning}/chunk.py``) on a CUDA GPU,
+under CUDA graphs, at its default launch configuration and at variations of it.
 
-    python3 benchmarks/lightning_prefill_probe.py [--variations JSON] [--cases A,B] [--out DIR]
+    python3 benchmarks/chunked_prefill_probe.py --op kda|lightning [--variations JSON] [--cases A,B] [--out DIR]
 
-MiniMax shapes (H = HV = 64, K = V = 128), bf16 q/k/v, an initial state read and the final state written,
-on ``gdn_bench.py --op lightning``'s inputs, so the numbers compare with that harness's side-by-side rows
-(fla's ``chunk_simple_gla`` on the same H200 kind: benchmarks/RESULTS.md). Each timing captures ``CALLS``
-prefill calls in one CUDA graph and reports the median replay divided by ``CALLS``. ``--variations`` is a
-JSON list of ``chunk.LaunchConfig`` field overrides (``{"block_v": 32, "warps": 8}``; ``segments``: cut
-one sequence into that many segments). Every record carries the output's and the final states' relative
-RMSE against the torch reference on the same bf16 inputs upcast to fp32, so a fast wrong variant shows.
-``--out`` writes the records as JSON lines, each as soon as it is measured.
+The op's shapes in ``gdn_bench.py`` (KDA: Kimi-Linear's H = HV = 32, K = V = 128; lightning: MiniMax's
+H = HV = 64), bf16 q/k/v, an initial state read and the final state written, on ``gdn_bench.py --op``'s
+inputs, so the numbers compare with that harness's side-by-side rows (fla on the same H200 kind:
+benchmarks/RESULTS.md). Each timing captures ``CALLS`` prefill calls in one CUDA graph and reports the
+median replay divided by ``CALLS``. ``--variations`` is a JSON list of the op's ``chunk.LaunchConfig``
+field overrides (``{"block_v": 32, "warps": 8}``; lightning also takes ``segments``: cut one sequence into
+that many segments). Every record carries the output's and the final states' relative RMSE against the
+torch reference on the same bf16 inputs upcast to fp32, so a fast wrong variant shows. ``--out`` writes
+the records as JSON lines, each as soon as it is measured.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -26,12 +28,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks import gdn_bench  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
-from stampgen.kernels import lightning  # noqa: E402
 from stampgen.kernels.chunked.common import CHUNK_SIZE  # noqa: E402
-from stampgen.kernels.lightning import chunk  # noqa: E402
 
 CASES = {"T=4096": [4096], "T=16384": [16384], "16x2048": [2048] * 16}
 CALLS = 5
+OPS = ("kda", "lightning")
 
 
 def make_case(seqlens: list[int]) -> dict:
@@ -41,34 +42,45 @@ def make_case(seqlens: list[int]) -> dict:
     return s
 
 
-def config_for(inputs: dict, variation: dict) -> chunk.LaunchConfig:
+def default_config(op: str, chunk, inputs: dict):
+    """The op's own launch configuration for these inputs (what ``chunk.prefill`` picks)."""
     T, HV, V = inputs["v"].shape
-    K = inputs["q"].shape[2]
+    if op == "lightning":
+        return chunk.launch_config(T, HV, inputs["q"].shape[2], V)
+    return chunk.launch_config(len(inputs["state_indices"]), HV, V)
+
+
+def config_for(op: str, chunk, inputs: dict, variation: dict):
+    """The default configuration with the variation's overrides (lightning's ``segments``: the segment
+    length that cuts one sequence into that many)."""
     overrides = dict(variation)
     segments = overrides.pop("segments", None)
-    config = chunk.launch_config(T, HV, K, V)._replace(**overrides)
+    config = default_config(op, chunk, inputs)._replace(**overrides)
     if segments is not None:
+        T = inputs["v"].shape[0]
         config = config._replace(seg_chunks=max(1, -(-T // CHUNK_SIZE // segments)))
     return config
 
 
-def run(inputs: dict, config: chunk.LaunchConfig):
+def run(chunk, inputs: dict, config):
     s = gdn_bench.state_copy(inputs)
-    o = chunk.prefill(**s, scale=lightning.DEFAULT_SCALE, config=config)
+    o = chunk.prefill(**s, scale=gdn_bench.SCALE, config=config)
     return o, s["state_pool"]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--op", choices=OPS, required=True)
     parser.add_argument("--variations", default="[]", help="JSON list of LaunchConfig overrides")
     parser.add_argument("--cases", default=",".join(CASES))
-    parser.add_argument("--out", help="folder for lightning_probe.jsonl")
+    parser.add_argument("--out", help="folder for <op>_probe.jsonl")
     args = parser.parse_args()
+    chunk = importlib.import_module(f"stampgen.kernels.{args.op}.chunk")
     try:
         variations = [{}] + list(json.loads(args.variations))
     except (json.JSONDecodeError, TypeError) as err:
         parser.error(f"--variations: not a JSON list of LaunchConfig overrides ({err})")
-    fields = set(chunk.LaunchConfig._fields) | {"segments"}
+    fields = set(chunk.LaunchConfig._fields) | ({"segments"} if args.op == "lightning" else set())
     for variation in variations:
         unknown = sorted(set(variation) - fields) if isinstance(variation, dict) else ["(not an object)"]
         if unknown:
@@ -79,24 +91,26 @@ def main() -> None:
     if unknown_cases:
         parser.error(f"--cases: unknown {', '.join(unknown_cases)}; choose from {', '.join(CASES)}")
     if not torch.cuda.is_available():
-        sys.exit("lightning_prefill_probe.py needs a CUDA GPU")
-    gdn_bench.configure("lightning")
-    out = open(os.path.join(args.out, "lightning_probe.jsonl"), "a") if args.out else None
+        sys.exit("chunked_prefill_probe.py needs a CUDA GPU")
+    gdn_bench.configure(args.op)
+    out = open(os.path.join(args.out, f"{args.op}_probe.jsonl"), "a") if args.out else None
     for name in args.cases.split(","):
         inputs = make_case(CASES[name])
         ref = gdn_bench.state_copy(inputs)
         for key in ("q", "k", "v"):
             ref[key] = ref[key].float()
-        o_ref = lightning.prefill(**ref, backend="torch")
+        o_ref = gdn_bench.API.prefill(**ref, backend="torch")
         for variation in variations:
-            config = config_for(inputs, variation)
+            config = config_for(args.op, chunk, inputs, variation)
             try:
-                o, pool = run(inputs, config)
+                o, pool = run(chunk, inputs, config)
                 record = dict(
                     case=name,
                     variation=variation,
                     config=config._asdict(),
-                    ms=graph_ms(lambda i=inputs, c=config: [run(i, c) for _ in range(CALLS)], calls=CALLS),
+                    ms=graph_ms(
+                        lambda i=inputs, c=config: [run(chunk, i, c) for _ in range(CALLS)], calls=CALLS
+                    ),
                     o_err=gdn_bench.rel(o.float(), o_ref.float()),
                     state_err=gdn_bench.rel(pool, ref["state_pool"]),
                 )
