@@ -204,21 +204,20 @@ def _lightning_gluon_output_kernel(
     for c in range(n_full):
         stage = c % 2
         tok0 = first + c * 64
-        # The previous step's P V, the last reader of the other buffer's V tile, is done here; its rows
-        # go to their output buffer (free: the TMA store before the last, which read it, is waited for).
+        # The previous step's P V, the last reader of the other buffer's V tile, is done here; the TMA
+        # store before the last, which read the output buffer filled below, too (waited for before the
+        # barrier, so every thread writes that buffer after it).
         out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
         tma.store_wait(pendings=1)
-        if c > 0:
-            o_s.index(1 - stage).store(out.to(dt))
         s_s.store(state.to(dt))  # S as this step's operand
         fence_async_shared()
         gl.thread_barrier()
         # Every thread is past its waits for the last readers of the other buffer: the next chunk's
-        # copies go there now, a whole step ahead; the previous rows leave by TMA.
+        # copies go there now, a whole step ahead.
         _copy_tiles(descs, (q_s.index(1 - stage), k_s.index(1 - stage), v_s.index(1 - stage)),
                     bars.index(1 - stage), tok0 + 64, col_qk, col_v, nbytes, c + 1 < n_full)  # fmt: skip
-        if c > 0:
-            tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index(1 - stage))
+        if c > 0:  # the previous rows into their buffer; _step's fence and barrier precede their TMA store
+            o_s.index(1 - stage).store(out.to(dt))
         mbarrier.wait(bars.index(stage), (c // 2) & 1)
         out, p, state = _step(
             state,
@@ -233,6 +232,8 @@ def _lightning_gluon_output_kernel(
             p_op,
             BV,
         )
+        if c > 0:
+            tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index(1 - stage))
 
     out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
     if n_full > 0:
