@@ -54,6 +54,7 @@ from stampgen.kernels.gdn import (  # noqa: E402
     fused_recurrent,
 )
 from stampgen.kernels.lightning import chunk as lightning_chunk  # noqa: E402
+from stampgen.kernels.lightning import chunk_gluon as lightning_gluon  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -128,6 +129,10 @@ KERNELS = {
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
     "lightning_output": (lightning_chunk._lightning_output_kernel, _LIGHTNING),
     "lightning_segment": (lightning_chunk._lightning_segment_kernel, _LIGHTNING),
+    "lightning_gluon": (
+        lightning_gluon._lightning_gluon_output_kernel,
+        dict(H=64, HV=64, K=128, V=128, SEG_CHUNKS=16),
+    ),
 }
 
 
@@ -240,6 +245,8 @@ VARIANTS = [
     ),
     ("lightning_output", "8 warps", dict(BV=_lightning.block_v, TMA_STORE=True), 8, _lightning.stages),
     ("lightning_output", "pointer stores", dict(BV=_lightning.block_v, TMA_STORE=False), _lightning.warps, 2),
+    ("lightning_gluon", "BV=64", dict(BV=64), 4, 1),
+    ("lightning_gluon", "BV=32", dict(BV=32), 4, 1),
     (
         "lightning_segment",
         "default",
