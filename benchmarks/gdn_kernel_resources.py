@@ -1,6 +1,6 @@
 """What our Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_intra,kda_intra,kda_state,lightning_output,lightning_segment] [--sass DIR] [--lines N]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--sass DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
@@ -55,6 +55,7 @@ from stampgen.kernels.gdn import (  # noqa: E402
 )
 from stampgen.kernels.kda import chunk as kda_chunk  # noqa: E402
 from stampgen.kernels.lightning import chunk as lightning_chunk  # noqa: E402
+from stampgen.kernels.lightning import chunk_gluon as lightning_gluon  # noqa: E402
 
 TARGET = GPUTarget("cuda", 90, 32)
 BIN = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
@@ -148,6 +149,10 @@ KERNELS = {
     "kda_state": (kda_chunk._kda_state_kernel, _KDA | dict(IN_PREC=None)),
     "lightning_output": (lightning_chunk._lightning_output_kernel, _LIGHTNING),
     "lightning_segment": (lightning_chunk._lightning_segment_kernel, _LIGHTNING),
+    "lightning_gluon": (
+        lightning_gluon._lightning_gluon_output_kernel,
+        dict(H=64, HV=64, K=128, V=128, SEG_CHUNKS=16),
+    ),
 }
 
 
@@ -269,6 +274,8 @@ VARIANTS = [
     ),
     ("lightning_output", "8 warps", dict(BV=_lightning.block_v, TMA_STORE=True), 8, _lightning.stages),
     ("lightning_output", "pointer stores", dict(BV=_lightning.block_v, TMA_STORE=False), _lightning.warps, 2),
+    ("lightning_gluon", "default", dict(BV=64), 4, 1),
+    ("lightning_gluon", "BV=32", dict(BV=32), 4, 1),
     (
         "lightning_segment",
         "default",

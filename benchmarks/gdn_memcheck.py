@@ -112,13 +112,24 @@ def run_gated(op: str) -> int:
         for gate in gates:
             fp32 = build(phase, gate=gate, seed=7, device="cuda", **shapes)
             ref = getattr(module, phase)(**clone_inputs(fp32), backend="torch")
-            for backend in backends:
+            plain = ["triton-plain"] if op == "lightning" and phase == "prefill" else []
+            for backend in backends + plain:
                 run = clone_inputs(fp32)
                 for name in ("q", "k", "v"):
                     run[name] = run[name].to(torch.bfloat16)
-                label = f"{op} {phase:8s} {backend:10s} {gate:7s} {shapes}"
+                label = f"{op} {phase:8s} {backend:12s} {gate:7s} {shapes}"
                 try:
-                    out = getattr(module, phase)(**run, backend=backend)
+                    if backend == "triton-plain":  # lightning's Triton output pass, not the Gluon one
+                        from stampgen.kernels.lightning import chunk as lightning_chunk
+
+                        T, HV, V = run["v"].shape
+                        config = lightning_chunk.launch_config(T, HV, run["q"].shape[2], V)._replace(
+                            gluon=False
+                        )
+                        del run["beta"]
+                        out = lightning_chunk.prefill(**run, beta=None, scale=1.0, config=config)
+                    else:
+                        out = getattr(module, phase)(**run, backend=backend)
                 except KernelUnavailableError as err:
                     if backend == "triton":
                         raise

@@ -316,6 +316,9 @@ class LaunchConfig(NamedTuple):
     segment_stages: int = 2
     tma_store: bool = True  # whole chunks' output rows leave by TMA (where their loads come by TMA)
     maxnreg: int | None = None  # a register cap for the output pass (Triton's ``maxnreg``)
+    # the output pass in Gluon (``chunk_gluon``) where it applies (sm_90, bf16, K = 128, V tile 64,
+    # TMA-aligned heads): 6–13% faster than the Triton pass at MiniMax's heads (benchmarks/RESULTS.md)
+    gluon: bool = True
 
 
 # Output-pass programs one SM holds at the default tiles (registers are the limit)
@@ -381,6 +384,15 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
             N, k.stride(0), k.stride(1), v.stride(0), v.stride(1), state_pool.stride(0),
             BV=seg_BV, num_warps=config.segment_warps, num_stages=config.segment_stages, **shared,
         )  # fmt: skip
+    if tma and config.gluon and low and not triton_interpreted():
+        from stampgen.kernels.lightning import chunk_gluon
+
+        if chunk_gluon.supported(q, k, v, BV):
+            chunk_gluon.launch_output(
+                q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, scale,
+                seg_chunks=config.seg_chunks, block_v=BV, grid=n_segs * HV * triton.cdiv(V, BV),
+            )  # fmt: skip
+            return o
     _lightning_output_kernel[(n_segs * HV * triton.cdiv(V, BV),)](
         q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets,
         q_desc, k_desc, v_desc, o_desc, N,

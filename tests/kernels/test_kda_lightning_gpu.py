@@ -84,6 +84,40 @@ def test_lightning_bf16_prefill_with_narrow_and_ragged_value_heads(shape):
     assert rel_rmse(bf16["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
 
 
+@pytest.mark.parametrize("seg_chunks", [2, 5, 100])
+def test_lightning_gluon_output_pass_matches_the_reference(seg_chunks):
+    # The Gluon output pass (the default on sm_90) against the reference and the Triton pass: whole
+    # chunks (TMA), partial last chunks, segments carried from the first one, padding, an empty sequence
+    from stampgen.kernels.lightning import chunk
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the Gluon pass is built for sm_90")
+    seqlens = [640, 1, 0, 130, 1100, 64]
+    bf16, upcast, _ = bf16_inputs(
+        "lightning", "prefill", N=len(seqlens), seqlens=seqlens, pad=1, **OPS["lightning"]["heads"], seed=6
+    )
+    from stampgen.kernels.lightning import chunk_gluon
+
+    assert chunk_gluon.supported(bf16["q"], bf16["k"], bf16["v"], 64)  # not the Triton pass by fallback
+    config = chunk.launch_config(sum(seqlens), 64, 128, 128)._replace(
+        gluon=True, block_v=64, seg_chunks=seg_chunks
+    )
+    triton_run = clone_inputs(bf16)
+    o_triton = chunk.prefill(**{n: t for n, t in triton_run.items() if n != "beta"}, beta=None, scale=1.0,
+                             config=config._replace(gluon=False))  # fmt: skip
+    o = chunk.prefill(**{n: t for n, t in bf16.items() if n != "beta"}, beta=None, scale=1.0, config=config)
+    o_ref = lightning.prefill(**upcast, backend="torch")
+    used = bf16["state_indices"].long()
+    assert torch.isfinite(o).all()
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
+    assert rel_rmse(o, o_triton) <= 1e-2  # the Triton pass on the same inputs
+    cu = bf16["cu_seqlens"].tolist()
+    for n, slot in enumerate(bf16["state_indices"].tolist()):
+        if slot < 0:
+            assert torch.all(o[cu[n] : cu[n + 1]] == 0)
+
+
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("N", [1, 64, 256])
 def test_bf16_decode_matches_the_fp32_reference(op, N):
