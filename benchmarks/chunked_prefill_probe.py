@@ -1,7 +1,7 @@
 """Time our Triton chunked KDA or lightning prefill (``kernels/{kda,lightning}/chunk.py``) on a CUDA GPU,
 under CUDA graphs, at its default launch configuration and at variations of it.
 
-    python3 benchmarks/chunked_prefill_probe.py --op kda|lightning [--variations JSON] [--cases A,B] [--out DIR]
+    python3 benchmarks/chunked_prefill_probe.py --op kda|lightning [--variations JSON] [--cases A,B] [--per-kernel] [--out DIR]
 
 The op's shapes in ``gdn_bench.py`` (KDA: Kimi-Linear's H = HV = 32, K = V = 128; lightning: MiniMax's
 H = HV = 64), bf16 q/k/v, an initial state read and the final state written, on ``gdn_bench.py --op``'s
@@ -11,7 +11,8 @@ median replay divided by ``CALLS``. ``--variations`` is a JSON list of the op's 
 field overrides (``{"block_v": 32, "warps": 8}``; lightning also takes ``segments``: cut one sequence into
 that many segments). Every record carries the output's and the final states' relative RMSE against the
 torch reference on the same bf16 inputs upcast to fp32, so a fast wrong variant shows. ``--out`` writes
-the records as JSON lines, each as soon as it is measured.
+the records as JSON lines, each as soon as it is measured. ``--per-kernel`` adds each record's CUDA
+time per kernel (torch.profiler over ``CALLS`` eager calls, µs a call): which launch the time goes to.
 """
 
 from __future__ import annotations
@@ -68,12 +69,28 @@ def run(chunk, inputs: dict, config):
     return o, s["state_pool"]
 
 
+def per_kernel_us(call) -> dict[str, float]:
+    """CUDA time per kernel name of one ``call()``, µs, averaged over CALLS calls (after one warm call)."""
+    call()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(CALLS):
+            call()
+        torch.cuda.synchronize()
+    totals: dict[str, float] = {}
+    for event in prof.events():
+        if event.device_type == torch.autograd.DeviceType.CUDA:
+            totals[event.name] = totals.get(event.name, 0.0) + event.device_time / CALLS
+    return {name: round(us, 1) for name, us in sorted(totals.items(), key=lambda item: -item[1])}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--op", choices=OPS, required=True)
     parser.add_argument("--variations", default="[]", help="JSON list of LaunchConfig overrides")
     parser.add_argument("--cases", default=",".join(CASES))
     parser.add_argument("--out", help="folder for <op>_probe.jsonl")
+    parser.add_argument("--per-kernel", action="store_true", help="add CUDA time per kernel to each record")
     args = parser.parse_args()
     chunk = importlib.import_module(f"stampgen.kernels.{args.op}.chunk")
     try:
@@ -114,6 +131,8 @@ def main() -> None:
                     o_err=gdn_bench.rel(o.float(), o_ref.float()),
                     state_err=gdn_bench.rel(pool, ref["state_pool"]),
                 )
+                if args.per_kernel:
+                    record["kernels_us"] = per_kernel_us(lambda i=inputs, c=config: run(chunk, i, c))
             except Exception as err:  # a variant that does not compile or launch is a result too
                 record = dict(case=name, variation=variation, error=f"{type(err).__name__}: {err}"[:300])
             print(json.dumps(record), flush=True)
