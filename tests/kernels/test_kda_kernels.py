@@ -152,14 +152,15 @@ def test_triton_prefill_with_padding_outputs_zeros_and_writes_no_slot():
 
 @pytest.mark.parametrize(
     "seqlens,pad",
-    [([32], 0), ([16, 17, 31, 33], 0), ([97, 0, 1, 64], 1), ([0, 0, 5, 40], 2)],
-    ids=["one-chunk", "sub-chunk-edges", "many-chunks-padded", "leading-empties-two-pads"],
+    [([64], 0), ([16, 17, 31, 33, 65], 0), ([97, 0, 1, 128], 1), ([0, 0, 5, 40], 2)],
+    ids=["one-chunk", "half-and-chunk-edges", "many-chunks-padded", "leading-empties-two-pads"],
 )
 def test_triton_prefill_at_chunk_and_sub_chunk_edges_with_the_chunk_map(seqlens, pad):
     pytest.importorskip("stampgen.kernels.kda.chunk")  # needs triton
-    # Chunks of 32 = two sub-chunks of 16: lengths around 16 and 32 leave the second sub-chunk empty or
-    # partial; K = 64 takes several key blocks, V = 48 ragged V tiles; empty and padded sequences leave
-    # repeats in the chunk offsets, and the intra grid's upper bound leaves programs past the last chunk.
+    # Chunks of 64, whose A and P split at rows 16 and 32 (the middle row, the halving levels): lengths
+    # around 16, 32 and 64 leave those parts empty or partial; V = 48 ragged V tiles; empty and padded
+    # sequences leave repeats in the chunk offsets, and the intra grid's upper bound leaves programs past
+    # the last chunk.
     before, ref, tri, o_ref, o_tri = run_both(
         "prefill", N=len(seqlens), H=1, HV=2, K=64, V=48, seqlens=seqlens, pad=pad, seed=18
     )
@@ -171,8 +172,8 @@ def test_triton_prefill_at_chunk_and_sub_chunk_edges_with_the_chunk_map(seqlens,
 
 @pytest.mark.parametrize("g", [-60.0, -5.0, -1e-4])
 def test_the_prefill_under_extreme_uniform_gates(g):
-    # g = −60: a 16-token sub-chunk decays by e^−960; the factors through the reference row,
-    # exp(γ_i − γ_r) and exp(γ_r − γ_j), must underflow to 0, never overflow.
+    # g = −60 and −5: a chunk decays past the middle row's span and goes to the halving levels, whose
+    # factors exp(γ_i − γ_m) and exp(γ_m − γ_j) must underflow to 0, never overflow; −1e-4: the middle row.
     pytest.importorskip("stampgen.kernels.kda.chunk")  # needs triton
     inputs = kda_inputs("prefill", N=2, H=1, HV=2, K=32, V=16, seqlens=[45, 16], seed=19)
     inputs["g"] = torch.full_like(inputs["g"], g)
@@ -236,7 +237,7 @@ def test_triton_prefill_under_strong_and_weak_per_channel_decay(gate, normalizer
 
 
 def test_triton_prefill_survives_a_gate_far_below_the_fp32_exponent_range():
-    # g = −60 per token: a 16-token chunk decays by e^−960, whose inverse would overflow fp32 (> e^88).
+    # g = −60 per token: a 64-token chunk decays by e^−3840, whose inverse would overflow fp32 (> e^88).
     inputs = kda_inputs("prefill", N=1, H=1, HV=2, K=16, V=16, seqlens=[40], seed=9)
     inputs["g"] = torch.full_like(inputs["g"], -60.0)
     ref, tri = clone_inputs(inputs), clone_inputs(inputs)
