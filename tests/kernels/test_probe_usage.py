@@ -1,0 +1,54 @@
+"""The GPU probes of ``benchmarks/`` refuse bad arguments with a usage error (exit 2, one line naming
+what is wrong and what is allowed), never a traceback, and say so before they need a GPU."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHUNKED = str(ROOT / "benchmarks" / "chunked_prefill_probe.py")
+TILES = str(ROOT / "benchmarks" / "recurrent_tile_probe.py")
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize(
+    "args,names",
+    [
+        (["--op", "kda", "--variations", '[{"bogus": 1}]'], ["bogus", "key_block", "levels_only"]),
+        (["--op", "lightning", "--variations", '[{"key_block": 64}]'], ["key_block", "segments", "gluon"]),
+        (["--op", "kda", "--variations", '[{"segments": 2}]'], ["segments"]),  # lightning's alone
+        (["--op", "kda", "--variations", "[1]"], ["not an object"]),
+        (["--op", "kda", "--variations", "{"], ["not a JSON list"]),
+        (["--op", "kda", "--cases", "T=4096,T=5"], ["T=5", "16x2048"]),
+        (["--variations", "[]"], ["--op"]),
+        (["--op", "gdn"], ["kda", "lightning"]),
+    ],
+    ids=[
+        "unknown-field",
+        "other-ops-field",
+        "segments-on-kda",
+        "not-an-object",
+        "bad-json",
+        "bad-case",
+        "no-op",
+        "bad-op",
+    ],  # fmt: skip
+)
+def test_the_chunked_prefill_probe_names_what_is_wrong(args, names):
+    done = _run(CHUNKED, *args)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr and "error:" in last
+    for name in names:
+        assert name in last, last
+
+
+def test_the_recurrent_tile_probe_names_a_bad_tile():
+    done = _run(TILES, "--op", "kda", "--tiles", "auto,x")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "x" in done.stderr.strip().splitlines()[-1]
