@@ -66,7 +66,9 @@ class LaunchConfig(NamedTuple):
     """Launch settings of the two passes. ``key_block``: key channels per step of the intra pass's
     A / P loop; ``block_v``: the state pass's V tile (None: ``launch_config`` picks by grid size);
     ``levels_only``: every chunk by the halving levels, none through the middle row (for A/B runs and
-    tests of the levels on inputs the middle row would take)."""
+    tests of the levels on inputs the middle row would take). Key blocks of 32 and a one-stage state
+    pass end in an illegal memory access on the H200 (Triton 3.6's sm_90 build; the interpreter computes
+    both right): benchmarks/RESULTS.md."""
 
     key_block: int = 64
     intra_warps: int = 4
@@ -84,18 +86,20 @@ def _tile(ptr, row_offs, ok, offs, mask):
 
 @triton.jit
 def _put(ptr, row_offs, ok, offs, mask, x):
+    """Stores ``x`` where ``_tile`` loads, in ``ptr``'s dtype."""
     tl.store(
         ptr + row_offs[:, None] + offs[None, :], x.to(ptr.dtype.element_ty), mask=ok[:, None] & mask[None, :]
     )
 
 
 @triton.jit
-def _halving_level(A, P, q_c, k_c, gam, gam_rows, offs, rows, HALF: tl.constexpr, C: tl.constexpr,
+def _halving_level(A, P, q_c, k_c, gam, gam_rows, offs, rows, HALF: tl.constexpr, PITCH: tl.constexpr,
                    PREC: tl.constexpr):  # fmt: skip
-    """A and P plus one level of ``_attention_blocks``' halving: the pairs (upper half, lower half) of
-    every block of 2·HALF rows, through the block's middle row m (read back from the γ scratch)."""
+    """A and P plus one level of ``_levels_blocks``' halving: the pairs (upper half, lower half) of every
+    block of 2·HALF rows, through the block's middle row m (read back from the γ scratch, whose rows
+    ``gam_rows`` are ``PITCH`` apart)."""
     m = (rows // (2 * HALF)) * (2 * HALF) + HALF - 1
-    gam_m = tl.load(gam_rows + (m - rows)[:, None] * C + offs[None, :])  # γ at each row's m
+    gam_m = tl.load(gam_rows + (m - rows)[:, None] * PITCH + offs[None, :])  # γ at each row's m
     upper = ((rows // HALF) % 2 == 1)[:, None]
     e = decay(tl.where(upper, gam - gam_m, gam_m - gam))
     col = tl.trans(tl.where(upper, 0.0, k_c * e))
