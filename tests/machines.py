@@ -15,13 +15,4 @@ CPU = dict(
     head_v_dim=128,
     flashinfer_gdn_prefill=False,
 )
-SM90 = dict(
-    platform="cuda",
-    sm=9,
-    sm_minor=0,
-    cuda=13,
-    pool_dtype="float32",
-    head_k_dim=128,
-    head_v_dim=128,
-    flashinfer_gdn_prefill=True,
-)
+SM90 = CPU | dict(platform="cuda", sm=9, cuda=13, flashinfer_gdn_prefill=True)

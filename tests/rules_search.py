@@ -33,11 +33,13 @@ PHASE_FLAG = {phase: f"linear_attn_{phase}_backend" for phase in PHASES}
 Flags = tuple[tuple[str, str | None], ...]
 
 
-def launched_runner(arch: str, machine: tuple[dict, str | None], **flags: Any) -> ModelRunner | None:
+def launched_runner(
+    arch: str, machine: tuple[dict, str | None], server: ServerConfig = SERVER, **flags: Any
+) -> ModelRunner | None:
     """A launched runner of ``arch`` on ``machine`` = (runner facts, --mamba-ssm-dtype) with these mamba
-    flags; None when launch refuses them."""
+    flags and server settings; None when launch refuses them."""
     device, ssm_dtype = machine
-    config = ProcessConfig(mamba=MambaConfig(ssm_dtype=ssm_dtype, **flags), server=SERVER)
+    config = ProcessConfig(mamba=MambaConfig(ssm_dtype=ssm_dtype, **flags), server=server)
     try:
         launch(config, LaunchFacts(sm=device["sm"], cuda=device["cuda"], kimi_k3=arch == "KimiK3ForCausalLM"))
     except RuleViolationError:

@@ -19,30 +19,19 @@ import stampgen.generated.linear_attn as rules
 from stampgen.kernels import lightning
 from stampgen.kernels._validation import KernelUnavailableError
 from stampgen.kernels.backends import PHASES, LightningAttentionBackend
-from stampgen.kernels.runtime import (
-    ARCHS,
-    MambaConfig,
-    ModelRunner,
-    ProcessConfig,
-    ServerConfig,
-    attn_backend_wrapper,
-    launch,
-    runner_facts_for,
-)
+from stampgen.kernels.runtime import attn_backend_wrapper
 from tests.machines import CPU
+from tests.rules_search import SERVER, launched_runner
 
 ARCH = "BailingMoeV2_5ForCausalLM"
 RULES_FILE = Path(__file__).resolve().parents[2] / "rules" / "linear_attn.rules"
-SERVER = ServerConfig(chunked_prefill_size=8192)
 
 
-def lightning_runner(mamba: MambaConfig | None = None, server: ServerConfig = SERVER) -> ModelRunner:
-    config = ProcessConfig(mamba=mamba or MambaConfig(), server=server)
-    launch(config, rules.LaunchFacts(sm=0, cuda=0, kimi_k3=False))
-    cls = ARCHS[ARCH]
-    return ModelRunner(
-        "target", model_cls=cls, runner_facts=runner_facts_for(cls, **CPU), process_config=config
-    )
+def lightning_runner(server=SERVER, **flags):
+    """A launched lightning runner on a CPU machine (launch refuses none of these settings)."""
+    runner = launched_runner(ARCH, (CPU, None), server=server, **flags)
+    assert runner is not None
+    return runner
 
 
 def test_the_lightning_consumer_reads_no_stamp():
@@ -66,8 +55,9 @@ def test_a_backend_without_lightning_kernels_is_refused_at_construction(backend)
 
 def test_flashinfer_linear_attn_flags_do_not_reach_the_lightning_consumer():
     # The operator's --linear-attn-*-backend flags choose GDN/KDA kernels; lightning's stay its own.
-    flags = MambaConfig(linear_attn_backend="flashinfer", linear_attn_decode_backend="flashinfer")
-    consumer = attn_backend_wrapper(lightning_runner(flags))
+    consumer = attn_backend_wrapper(
+        lightning_runner(linear_attn_backend="flashinfer", linear_attn_decode_backend="flashinfer")
+    )
     assert isinstance(consumer, LightningAttentionBackend)
     assert dict(consumer.kernel_backends) == dict.fromkeys(PHASES, "triton")
 
