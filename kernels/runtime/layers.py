@@ -112,11 +112,15 @@ class TinyConfig:
         return dataclasses.replace(self, **changes)
 
 
+# Two linear-attention layers and a full-attention one, as every tiny hybrid here has.
+_HYBRID_LAYERS = (LayerType.LINEAR_ATTENTION, LayerType.LINEAR_ATTENTION, LayerType.FULL_ATTENTION)
+
+
 def tiny_qwen3_next_config(**changes: Any) -> TinyConfig:
     """Qwen3-Next's shape: two GDN layers and a full-attention one; a gated shared expert."""
     config = TinyConfig(
         architectures=("Qwen3NextForCausalLM",),
-        layer_types=(LayerType.LINEAR_ATTENTION, LayerType.LINEAR_ATTENTION, LayerType.FULL_ATTENTION),
+        layer_types=_HYBRID_LAYERS,
         shared_expert_gate=True,
     )
     return config.replace(**changes)
@@ -132,34 +136,30 @@ def tiny_deepseek_v4_config(**changes: Any) -> TinyConfig:
     return config.replace(**changes)
 
 
-def tiny_kimi_linear_config(**changes: Any) -> TinyConfig:
-    """Kimi-Linear's shape: two KDA layers (H = HV, a decay per key channel) and a full-attention one; an
-    ungated shared expert."""
+def _equal_heads_config(architecture: str, op: str, changes: dict[str, Any]) -> TinyConfig:
+    """A tiny hybrid whose ``op`` layers have H = HV = 2 heads of 64 (KDA and lightning have no GQA)."""
     config = TinyConfig(
-        architectures=("KimiLinearForCausalLM",),
-        layer_types=(LayerType.LINEAR_ATTENTION, LayerType.LINEAR_ATTENTION, LayerType.FULL_ATTENTION),
-        linear_attn_op="kda",
+        architectures=(architecture,),
+        layer_types=_HYBRID_LAYERS,
+        linear_attn_op=op,
         linear_num_key_heads=2,
         linear_num_value_heads=2,
         linear_key_head_dim=64,
         linear_value_head_dim=64,
     )
     return config.replace(**changes)
+
+
+def tiny_kimi_linear_config(**changes: Any) -> TinyConfig:
+    """Kimi-Linear's shape: two KDA layers (H = HV, a decay per key channel) and a full-attention one; an
+    ungated shared expert."""
+    return _equal_heads_config("KimiLinearForCausalLM", "kda", changes)
 
 
 def tiny_bailing_v2_5_config(**changes: Any) -> TinyConfig:
     """A MiniMax-like lightning shape (Ring-linear, ``BailingMoeV2_5ForCausalLM``): two lightning layers
     (H = HV, the MiniMax slopes, no q/k norm, scale 1) and a full-attention one; an ungated shared expert."""
-    config = TinyConfig(
-        architectures=("BailingMoeV2_5ForCausalLM",),
-        layer_types=(LayerType.LINEAR_ATTENTION, LayerType.LINEAR_ATTENTION, LayerType.FULL_ATTENTION),
-        linear_attn_op="lightning",
-        linear_num_key_heads=2,
-        linear_num_value_heads=2,
-        linear_key_head_dim=64,
-        linear_value_head_dim=64,
-    )
-    return config.replace(**changes)
+    return _equal_heads_config("BailingMoeV2_5ForCausalLM", "lightning", changes)
 
 
 # --------------------------------------------------------------------------------------------- pools
