@@ -82,6 +82,7 @@ class _DispatchesToOp:
     ``kernels.kda`` or ``kernels.lightning``) with the ``backend=`` bound for that phase."""
 
     _api: Any
+    families: tuple[ModelFamily, ...]
     runner_name: str
     kernel_backends: Mapping[str, str]
 
@@ -126,6 +127,15 @@ class _DispatchesToOp:
             backend=self.kernel_backends["verify"],
         )
 
+    def _read_stamp(self, runner: Any, validate: Any) -> LinearAttnBackends:
+        """The first steps of a stamped consumer's construction: the stamp through the generated guard
+        (fail closed: no stamp, no backend), the family check, then the op's generated validation
+        ``validate`` (fallbacks applied); the validated stamp."""
+        stamp = require_linear_attn_backends(runner)
+        _require_family(type(self), runner, self.families)
+        self.runner_name = getattr(runner, "name", type(runner).__name__)
+        return validate(stamp, server=runner.process_config.server, runner_facts=runner.runner_facts)
+
     def __repr__(self) -> str:
         bound = getattr(self, "kernel_backends", {})  # absent when construction refused
         phases = ", ".join(f"{phase}={backend}" for phase, backend in bound.items())
@@ -144,12 +154,7 @@ class GDNAttnBackend(_DispatchesToOp):
     families: tuple[ModelFamily, ...] = (ModelFamily.GDN,)
 
     def __init__(self, runner: Any) -> None:
-        stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
-        _require_family(type(self), runner, self.families)
-        self.runner_name: str = getattr(runner, "name", type(runner).__name__)
-        self.linear_attn_backends: LinearAttnBackends = validate_gdn_attn_backend(
-            stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
-        )
+        self.linear_attn_backends: LinearAttnBackends = self._read_stamp(runner, validate_gdn_attn_backend)
         self.kernel_backends: Mapping[str, str] = self._bind_kernels(runner, self.linear_attn_backends)
 
     def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
@@ -243,12 +248,7 @@ class KDAAttnBackend(_DispatchesToOp):
     KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(dict(_api.KERNELS))
 
     def __init__(self, runner: Any) -> None:
-        stamp = require_linear_attn_backends(runner)  # fail closed: no stamp, no backend
-        _require_family(type(self), runner, self.families)
-        self.runner_name: str = getattr(runner, "name", type(runner).__name__)
-        self.linear_attn_backends: LinearAttnBackends = validate_kda_attn_backend(
-            stamp, server=runner.process_config.server, runner_facts=runner.runner_facts
-        )
+        self.linear_attn_backends: LinearAttnBackends = self._read_stamp(runner, validate_kda_attn_backend)
         chosen = _stamp_names(self.linear_attn_backends)
         missing = [phase for phase in PHASES if (phase, chosen[phase]) not in self.KERNELS]
         if missing:
