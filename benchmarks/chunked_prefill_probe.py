@@ -1,7 +1,8 @@
 """Time our Triton chunked KDA or lightning prefill (``kernels/{kda,lightning}/chunk.py``) on a CUDA GPU,
 under CUDA graphs, at its default launch configuration and at variations of it.
 
-    python3 benchmarks/chunked_prefill_probe.py --op kda|lightning [--variations JSON] [--cases A,B] [--per-kernel] [--out DIR]
+    python3 benchmarks/chunked_prefill_probe.py --op kda|lightning [--variations JSON] [--cases A,B]
+                                                [--per-kernel] [--out DIR]
 
 The op's shapes in ``gdn_bench.py`` (KDA: Kimi-Linear's H = HV = 32, K = V = 128; lightning: MiniMax's
 H = HV = 64), bf16 q/k/v, an initial state read and the final state written, on ``gdn_bench.py --op``'s

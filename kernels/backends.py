@@ -1,7 +1,8 @@
 """The linear-attention consumers: built once per runner, after the runner is stamped.
 
 ``rules/linear_attn.rules`` names the guarded ones (``guard GDNAttnBackend, KDAAttnBackend,
-AscendGDNAttnBackend from "stampgen.kernels.backends" reads LinearAttnBackends``). Each of those, in ``__init__``:
+AscendGDNAttnBackend from "stampgen.kernels.backends" reads LinearAttnBackends``). Each of those, in
+``__init__``:
 
 1. reads the stamp only through the generated ``require_linear_attn_backends(runner)``: a runner without
    a stamp raises (an ``AttributeError``) instead of getting a default — there is no silent Triton;
@@ -257,7 +258,8 @@ class KDAAttnBackend(_DispatchesToOp):
                 have = sorted(backend for (p, backend) in self.KERNELS if p == phase)
                 lines.append(
                     f"{phase}={chosen[phase]} has no KDA {phase} kernel in kernels.kda (it has: "
-                    f"{', '.join(have)}); pick one with --linear-attn-{phase}-backend or --linear-attn-backend"
+                    f"{', '.join(have)}); pick one with --linear-attn-{phase}-backend or "
+                    "--linear-attn-backend"
                 )
             raise KernelUnavailableError(
                 f"KDAAttnBackend for runner {self.runner_name!r}: {RULES_SOURCE} allows the stamp "

@@ -415,6 +415,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
     BV = config.block_v or launch_config(N, HV, V).block_v
     _kda_state_kernel[(triton.cdiv(V, BV) * N * HV,)](
         q_t, k_t, w, u, p, d, o, state_pool, state_indices, cu_seqlens, offsets, state_pool.stride(0),
-        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, C=C, IN_PREC=in_prec, num_warps=config.warps, num_stages=config.stages,
+        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, C=C, IN_PREC=in_prec, num_warps=config.warps,
+        num_stages=config.stages,
     )  # fmt: skip
     return o

@@ -33,8 +33,8 @@ runs after it with masked pointer loads; rows past the end of a sequence are rea
 zeros and their weights are masked to exp(−inf) = 0 before they could overflow (for j > L − 1 the
 exponent (L − 1 − j) g would be positive). Padding (index −1): zero state, zero output (its output
 weights are zeroed once per program), nothing stored. Products: for bf16 inputs the operands are bf16
-(Q, K, V as given; the decayed V, the weighted Q Kᵀ and S rounded to bf16), fp32 accumulation, the carried state fp32; otherwise fp32 operands (tf32 on a GPU,
-exact in the interpreter). No host sync anywhere: grids and scratch are sized by upper bounds.
+(Q, K, V as given; the decayed V, the weighted Q Kᵀ and S rounded to bf16), fp32 accumulation, the
+carried state fp32; otherwise fp32 operands (tf32 on a GPU, exact in the interpreter). No host sync anywhere: grids and scratch are sized by upper bounds.
 """
 
 from __future__ import annotations

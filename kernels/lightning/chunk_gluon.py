@@ -98,8 +98,8 @@ def _load_tile(dst, base, tok0, n_rows, row_stride, COLS: gl.constexpr, layout: 
 
 
 @gluon.jit
-def _step(state, q_t, k_t, v_t, s_s, w_s, weights, acc_v: gl.constexpr, acc_t: gl.constexpr, p_op: gl.constexpr,
-          BV: gl.constexpr):  # fmt: skip
+def _step(state, q_t, k_t, v_t, s_s, w_s, weights, acc_v: gl.constexpr, acc_t: gl.constexpr,
+          p_op: gl.constexpr, BV: gl.constexpr):  # fmt: skip
     """One chunk on tiles in shared memory, S already in ``s_s``: returns (output rows in flight, P, the
     next state, waited for). ``weights`` = (scale·E [64, 64], scale·exp((i + 1) g), V's row weights,
     exp(L g))."""

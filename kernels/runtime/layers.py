@@ -167,7 +167,8 @@ def tiny_bailing_v2_5_config(**changes: Any) -> TinyConfig:
 
 class RunnerPools:
     """One runner's memory: a recurrent-state pool per linear-attention layer and a conv-state pool per GDN
-    or KDA layer (lightning has no conv), a KV cache per attention layer, and the number of tokens each slot holds (``seq_lens``, shared by every layer).
+    or KDA layer (lightning has no conv), a KV cache per attention layer, and the number of tokens each
+    slot holds (``seq_lens``, shared by every layer).
 
     Slot 0 is never handed out (a null slot, as FlashInfer's bf16 decode wants); padding rows use ``-1``.
     """
@@ -754,7 +755,8 @@ class DecoderLayer(nn.Module):
             mixer = _LINEAR_MIXERS.get(config.linear_attn_op)
             if mixer is None:
                 raise ValueError(
-                    f"linear_attn_op {config.linear_attn_op!r}: the tiny models have {', '.join(_LINEAR_MIXERS)}"
+                    f"linear_attn_op {config.linear_attn_op!r}: the tiny models have "
+                    f"{', '.join(_LINEAR_MIXERS)}"
                 )
             self.linear_attn: nn.Module = mixer(config, layer_id)
         else:
@@ -782,8 +784,8 @@ class _Backbone(nn.Module):
 
 
 class HybridMoeForCausalLM(nn.Module):
-    """A causal LM of linear-attention (GDN, KDA or lightning) and full-attention decoder layers with MoE FFNs (the target, or a draft that
-    holds the target's weights).
+    """A causal LM of linear-attention (GDN, KDA or lightning) and full-attention decoder layers with MoE
+    FFNs (the target, or a draft that holds the target's weights).
 
     ``forward`` returns fp32 logits for every token and the last layer's hidden states before the final
     norm (what an MTP draft reads).
@@ -858,8 +860,8 @@ class MTPDraftModel(nn.Module):
 
 
 def random_tensor(name: str, shape: torch.Size, generator: torch.Generator) -> torch.Tensor:
-    """A seeded initial value for checkpoint tensor ``name`` (fp32, CPU): norms 1, GDN / KDA decay parameters in
-    their usual ranges, everything else normal with a 1/sqrt(fan-in) scale."""
+    """A seeded initial value for checkpoint tensor ``name`` (fp32, CPU): norms 1, GDN / KDA decay
+    parameters in their usual ranges, everything else normal with a 1/sqrt(fan-in) scale."""
     if name.endswith("norm.weight"):
         return torch.ones(shape)
     if name.endswith("A_log"):

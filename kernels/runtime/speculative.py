@@ -6,7 +6,8 @@ One step for a batch of sequences (rows; a row without a sequence is padding, st
    ``D`` tokens greedily (its extra ``D - 1`` decode steps are tentative and rolled back);
 2. **verify** — the target scores ``D + 1`` tokens per row, ``[t0, d1, ..., dD]`` (``t0``: the last
    committed token, which the target has not seen yet), with the verify kernel of its linear-attention
-   layers (GDN, KDA or lightning): the state pool is only read, and the state after every verified token is kept aside (``intermediate_states``);
+   layers (GDN, KDA or lightning): the state pool is only read, and the state after every verified token
+   is kept aside (``intermediate_states``);
 3. **commit** — row ``n`` keeps ``a`` draft tokens (the longest prefix the target's own argmax agrees
    with) and the target's next token (the bonus): ``a + 1`` tokens, SGLang's accept length, between 1 and
    ``D + 1``. Its linear-attention slots take the intermediate state at the last kept token, its conv

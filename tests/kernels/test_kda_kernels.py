@@ -3,8 +3,8 @@ reference (the CPU interpreter when there is no GPU), and argument validation.
 
 Gates are per key channel (``g: [T, HV, K]``): ``logsigmoid(randn) / normalizer`` (strong and weak
 decay), or a per-channel mix of g ≈ 0 and g ≈ −5 (the safe gate's lower bound). On a CPU the kernels run
-in fp32 and fp16 only (the interpreter's bf16 math is wrong; bf16 is in test_kda_lightning_gpu.py). Outputs the
-kernels allocate are poisoned with NaN and verify's ``intermediate_states`` starts as NaN, so anything
+in fp32 and fp16 only (the interpreter's bf16 math is wrong; bf16 is in test_kda_lightning_gpu.py).
+Outputs the kernels allocate are poisoned with NaN and verify's ``intermediate_states`` starts as NaN, so anything
 left unwritten shows.
 """
 
@@ -185,7 +185,8 @@ def test_the_prefill_under_extreme_uniform_gates(g):
 
 
 def chunked_against_reference(inputs, **config):
-    """(output, pool) rel RMSE of ``kda.chunk.prefill`` with these LaunchConfig fields against the reference."""
+    """(output, pool) rel RMSE of ``kda.chunk.prefill`` with these LaunchConfig fields against the
+    reference."""
     from stampgen.kernels.kda import chunk
 
     ref, tri = clone_inputs(inputs), clone_inputs(inputs)
