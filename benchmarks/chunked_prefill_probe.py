@@ -111,6 +111,8 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("chunked_prefill_probe.py needs a CUDA GPU")
     gdn_bench.configure(args.op)
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)  # as the other probes do
     out = open(os.path.join(args.out, f"{args.op}_probe.jsonl"), "a") if args.out else None
     for name in args.cases.split(","):
         inputs = make_case(CASES[name])
