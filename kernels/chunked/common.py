@@ -15,13 +15,9 @@ import torch
 
 from stampgen.kernels._validation import KernelUnavailableError, validate_linear_attn_args
 
-# Tokens per chunk of the chunked prefill kernels whose decay is one scalar per (token, head): the
-# intra-chunk decay exp(γ_i − γ_j) is then a [C, C] matrix formed from differences, never from
-# exp(γ_i) · exp(−γ_j). Chunks never cross a sequence boundary; a sequence's last chunk is masked.
+# Tokens per chunk of every chunked prefill kernel (GDN's ``chunk_common.CHUNK`` is this one):
+# one 64-row tile. Chunks never cross a sequence boundary; a sequence's last chunk is masked.
 CHUNK_SIZE = 64
-# Tokens per chunk when the decay is per key channel (KDA): exp(γ_i[c] − γ_j[c]) is a [C, C, K] tensor,
-# so the chunk is one 16-token tile (the smallest tl.dot operand), formed per block of key channels.
-SUBCHUNK_SIZE = 16
 # log2(e): exp(x) = exp2(x · LOG2E). Kept here so host and kernels agree on the constant.
 LOG2E = 1.4426950408889634
 
@@ -150,10 +146,3 @@ class KernelLoader:
                 f"{err.name!r}); {self.hints.get(backend, '')}"
             ) from err
         return getattr(module, function_name)
-
-
-def chunk_tiles(K: int, V: int, *, next_power_of_2: Callable[[int], int]) -> tuple[int, int]:
-    """(BK, BV) of the chunked prefill kernels: all of K in one tile (the state products need every key
-    channel), V in tiles of at most 32 columns (each V column of the state evolves on its own). Both at
-    least 16, the smallest ``tl.dot`` operand; masks cover the padding."""
-    return max(16, next_power_of_2(K)), max(16, min(32, next_power_of_2(V)))
