@@ -325,7 +325,9 @@ class LaunchConfig(NamedTuple):
 _PROGRAMS_PER_SM = 2
 # A single sequence is cut into segments for this many waves of the output pass (measured on the H200 at
 # MiniMax's heads: four segments in two waves, 154.6 / 513.1 µs at 4k / 16k tokens, against 160.6 / 562.5
-# for two in one wave, 187.9 / 551.0 for eight; benchmarks/RESULTS.md)
+# for two in one wave, 187.9 / 551.0 for eight; benchmarks/RESULTS.md). Measured for the Triton pass; the
+# Gluon pass, one program an SM, keeps these segments: at half as many it took 144.8 / 485.2 µs against
+# 146.6 / 450.2.
 _WAVES = 2
 
 
