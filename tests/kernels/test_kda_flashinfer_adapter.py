@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 from gdn_inputs import clone_inputs, padding_rows, rel_rmse
-from test_kda_kernels import kda_inputs
+from test_kda_kernels import closed_form, kda_inputs
 
 from stampgen.kernels import kda
 from stampgen.kernels._validation import KernelUnavailableError
@@ -25,14 +25,13 @@ BF16_STATE_BOUND = 1e-2  # the state rounded to bf16 on the way in (bf16 q, k, v
 
 def fake_recurrent_kda(q, k, v, g, beta, *, scale, initial_state, output_final_state, cu_seqlens=None,
                        use_qk_l2norm_in_kernel, use_gate_in_kernel):  # fmt: skip
-    """(o [B, T, HV, V] bf16, final [N, HV, V, K] bf16): S_t = diag(e^{g_t}) S + β k (v − Sᵀ k)ᵀ on the
-    K-major S = Mᵀ, in float64."""
+    """(o [B, T, HV, V] bf16, final [N, HV, V, K] bf16): each sequence by ``test_kda_kernels.closed_form``
+    (the recurrence in float64 on the K-major S = Mᵀ)."""
     assert g.dtype == beta.dtype == torch.bfloat16
     if initial_state.dtype != torch.bfloat16:
         raise ValueError("Mismatched Tensor on argument #5 ... expected dtype=bfloat16")
     assert not use_qk_l2norm_in_kernel and not use_gate_in_kernel and output_final_state
-    B, T, H, _ = q.shape
-    HV = v.shape[2]
+    B, T = q.shape[:2]
     spans = (
         [(b, 0, T) for b in range(B)]
         if cu_seqlens is None
@@ -41,14 +40,9 @@ def fake_recurrent_kda(q, k, v, g, beta, *, scale, initial_state, output_final_s
     o = torch.zeros(v.shape, dtype=torch.float64)
     final = torch.empty(initial_state.shape, dtype=torch.float64)
     for n, (b, start, end) in enumerate(spans):
-        for h in range(HV):
-            S = initial_state[n, h].double().T.clone()  # [K, V]
-            for t in range(start, end):
-                qt, kt = q[b, t, h * H // HV].double(), k[b, t, h * H // HV].double()
-                S = torch.exp(g[b, t, h].double())[:, None] * S
-                S = S + beta[b, t, h].double() * torch.outer(kt, v[b, t, h].double() - S.T @ kt)
-                o[b, t, h] = S.T @ (scale * qt)
-            final[n, h] = S.T
+        run = (x[b, start:end] for x in (q, k, v, g, beta))
+        o[b, start:end], S = closed_form(*run, initial_state[n].transpose(-1, -2), scale)
+        final[n] = S.transpose(-1, -2)
     return o.to(torch.bfloat16), final.to(torch.bfloat16)
 
 
