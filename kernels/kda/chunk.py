@@ -46,7 +46,7 @@ import torch
 import triton
 import triton.language as tl
 
-from stampgen.kernels.chunked.blocks import LOG2E, decay, pool_slot, program_tile, row_of, sequence_bounds
+from stampgen.kernels.chunked.blocks import LOG2E, decay, pool_slot, program_tile, sequence_bounds
 from stampgen.kernels.chunked.chunk_map import chunk_offsets, chunk_sequence, max_chunks
 from stampgen.kernels.chunked.common import (
     CHUNK_SIZE,
@@ -163,7 +163,7 @@ def _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, q_gate, k_gate, kin_gat
 
 
 @triton.jit
-def _middle_row_blocks(q, k, g, q_out, k_out, kin_out, d_out, tok0, n_rows, c, hv, stride_q_tok, qk_head,
+def _middle_row_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0, n_rows, c, hv, stride_q_tok, qk_head,
                        scale, K, HV: tl.constexpr, BK: tl.constexpr, BKB: tl.constexpr, C: tl.constexpr,
                        PREC: tl.constexpr):  # fmt: skip
     """``_levels_blocks``' A and P, and whether they are wrong: one product each for the whole chunk
@@ -186,8 +186,11 @@ def _middle_row_blocks(q, k, g, q_out, k_out, kin_out, d_out, tok0, n_rows, c, h
         q_c = _tile(q, qk_rows, ok, offs, mask).to(tl.float32)
         g_c = _tile(g, g_rows, ok, offs, mask)
         gam = tl.cumsum(g_c, 0)
-        ref = row_of(gam, rows, C // 2 - 1)
-        last = tl.sum(g_c, 0)
+        # rows r and C − 1 of γ read back from this program's scratch: cheaper than two reductions
+        tl.store(gam_scratch + rows[:, None] * BK + offs[None, :], gam)
+        tl.debug_barrier()
+        ref = tl.load(gam_scratch + (C // 2 - 1) * BK + offs)
+        last = tl.load(gam_scratch + (C - 1) * BK + offs)
         worst = tl.maximum(worst, tl.max(-last))  # the span γ_0 − γ_last is at most −γ_last
         # ≤ e^span either side of r; clamped so that a chunk left to the levels computes no inf here
         from_ref = tl.exp2(tl.minimum(gam - ref[None, :], SAFE_SPAN) * LOG2E)
@@ -290,7 +293,7 @@ def _kda_intra_kernel(
         )  # fmt: skip
     else:
         A, P, too_fast = _middle_row_blocks(
-            q, k, g, q_out, k_out, w_out, d_out, tok0, eos - tok0, c, hv, stride_q_tok, qk_head, scale, K,
+            q, k, g, q_out, k_out, w_out, d_out, gam_scratch + tl.cast(pid, tl.int64) * (C * BK), tok0, eos - tok0, c, hv, stride_q_tok, qk_head, scale, K,
             HV, BK, BKB, C, PREC,
         )  # fmt: skip
         tl.store(redo + pid, too_fast.to(tl.int32))
