@@ -146,7 +146,7 @@ KERNELS = {
     "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
     "kda_intra": (kda_chunk._kda_intra_kernel, _KDA | dict(BV=64, PREC="tf32", IN_PREC=None, SOLVE_16=True)),
-    "kda_state": (kda_chunk._kda_state_kernel, _KDA | dict(IN_PREC=None)),
+    "kda_state": (kda_chunk._kda_state_kernel, _KDA | dict(IN_PREC=None, TMA=True)),
     "lightning_output": (lightning_chunk._lightning_output_kernel, _LIGHTNING),
     "lightning_segment": (lightning_chunk._lightning_segment_kernel, _LIGHTNING),
     "lightning_gluon": (
@@ -159,7 +159,14 @@ KERNELS = {
 # A tensor-descriptor argument: (the tensor it views, the constexpr or number of its tile's columns);
 # its tiles are 64 rows (a chunk).
 DESCRIPTORS = dict(
-    q_desc=("q", "BK"), k_desc=("k", "BK"), v_desc=("v", "BV"), t_desc=("tbeta", 64), o_desc=("o", "BV")
+    q_desc=("q", "BK"),
+    k_desc=("k", "BK"),
+    v_desc=("v", "BV"),
+    t_desc=("tbeta", 64),
+    o_desc=("o", "BV"),
+    w_desc=("w_in", "BK"),
+    u_desc=("u_in", "BV"),
+    p_desc=("p_in", 64),
 )
 
 
@@ -265,6 +272,8 @@ VARIANTS = [
     ("kda_state", "BV=16", dict(BV=16), _kda.warps, _kda.stages),
     ("kda_state", "3 stages", dict(BV=32), _kda.warps, 3),
     ("kda_state", "BV=64, 8 warps", dict(BV=64), 8, _kda.stages),
+    ("kda_state", "BV=64", dict(BV=64), _kda.warps, _kda.stages),
+    ("kda_state", "pointer loads", dict(BV=32, TMA=False), _kda.warps, _kda.stages),
     (
         "lightning_output",
         "default",

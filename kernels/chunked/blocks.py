@@ -63,3 +63,15 @@ def decay(log_decay):
 def row_of(x, rows, r):
     """Row ``r`` of the 2-D tile ``x`` (``rows`` = arange over its first dim), as a 1-D tensor."""
     return tl.sum(tl.where((rows == r)[:, None], x, 0.0), axis=0)
+
+
+@triton.jit
+def chunk_tile(desc, ptr, tok0, rows, stride_tok, col0, cols, n_cols, n_rows, WHOLE: tl.constexpr):
+    """The [BC, cols] tile at rows ``tok0 + rows``, columns ``col0 + cols`` of a [T, heads · dim] view:
+    by TMA through ``desc`` when ``WHOLE`` (every row in the sequence and ``desc`` not None: a whole
+    chunk, the tile inside its head); otherwise through pointers, rows ≥ ``n_rows`` and columns ≥
+    ``n_cols`` read as zeros. The pointers: one 64-bit base and 32-bit offsets within the chunk."""
+    if WHOLE:
+        return desc.load([tok0.to(tl.int32), col0.to(tl.int32)])
+    ptrs = (ptr + tok0 * stride_tok + col0) + (rows[:, None] * stride_tok + cols[None, :])
+    return tl.load(ptrs, mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :], other=0.0)

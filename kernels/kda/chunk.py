@@ -45,8 +45,9 @@ from typing import NamedTuple
 import torch
 import triton
 import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
 
-from stampgen.kernels.chunked.blocks import LOG2E, decay, pool_slot, program_tile, sequence_bounds
+from stampgen.kernels.chunked.blocks import LOG2E, chunk_tile, decay, pool_slot, program_tile, sequence_bounds
 from stampgen.kernels.chunked.chunk_map import chunk_offsets, chunk_sequence, max_chunks
 from stampgen.kernels.chunked.common import (
     CHUNK_SIZE,
@@ -76,6 +77,7 @@ class LaunchConfig(NamedTuple):
     warps: int = 4
     stages: int = 2
     levels_only: bool = False
+    tma: bool = True  # the state pass's whole chunks by TMA where ``_tma_applies``
 
 
 @triton.jit
@@ -306,6 +308,33 @@ def _kda_intra_kernel(
 
 
 @triton.jit
+def _state_chunk(S, inputs, descs, tok0, n_rows, chunk, hv, offs_k, mask_k, v0, offs_v, mask_v, real, K, V,
+                 HV: tl.constexpr, C: tl.constexpr, IN_PREC: tl.constexpr, WHOLE: tl.constexpr):  # fmt: skip
+    """One chunk of the state pass (rows ``tok0`` to ``tok0 + n_rows``, global chunk ``chunk``): its
+    output rows stored, the next state returned. ``WHOLE``: all C rows in the sequence and the tiles
+    come by TMA through ``descs``; otherwise through pointers, masked."""
+    q_in, k_in, w_in, u_in, p_in, d_in, o = inputs
+    q_desc, k_desc, w_desc, u_desc, p_desc = descs
+    rows = tl.arange(0, C)
+    dt = w_in.dtype.element_ty
+    head_k, head_v = hv * K, hv * V + v0
+    w_c = chunk_tile(w_desc, w_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, WHOLE)
+    q_c = chunk_tile(q_desc, q_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, WHOLE)
+    k_c = chunk_tile(k_desc, k_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, WHOLE)
+    p_c = chunk_tile(p_desc, p_in, tok0, rows, HV * C, hv * C, rows, C, n_rows, WHOLE)
+    u_c = chunk_tile(u_desc, u_in, tok0, rows, HV * V, head_v, offs_v - v0, V - v0, n_rows, WHOLE)
+    d_c = tl.load(d_in + (chunk * HV + hv) * K + offs_k, mask=mask_k, other=0.0)
+
+    state_op = S.to(dt)
+    u_new = u_c.to(tl.float32) - tl.dot(w_c, state_op, input_precision=IN_PREC)
+    u_op = u_new.to(dt)
+    out = tl.dot(p_c, u_op, acc=tl.dot(q_c, state_op, input_precision=IN_PREC), input_precision=IN_PREC)
+    ok = rows < n_rows
+    _put(o, ((tok0 + rows) * HV + hv) * V, ok, offs_v, mask_v, tl.where(real, out, 0.0))
+    return tl.dot(tl.trans(k_c), u_op, acc=S * d_c[:, None], input_precision=IN_PREC)
+
+
+@triton.jit
 def _kda_state_kernel(
     q_in,
     k_in,
@@ -314,6 +343,11 @@ def _kda_state_kernel(
     p_in,
     d_in,
     o,
+    q_desc,
+    k_desc,
+    w_desc,
+    u_desc,
+    p_desc,
     state_pool,
     state_indices,
     cu_seqlens,
@@ -327,13 +361,13 @@ def _kda_state_kernel(
     BV: tl.constexpr,
     C: tl.constexpr,
     IN_PREC: tl.constexpr,
+    TMA: tl.constexpr,
 ):
     n, hv, h, offs_v = program_tile(H, HV, V, BV)
     offs_k = tl.arange(0, BK)
     mask_k = offs_k < K
     mask_v = offs_v < V
-    rows = tl.arange(0, C)
-    dt = w_in.dtype.element_ty
+    v0 = tl.min(offs_v, 0)  # the tile's first column
 
     state_base, real = pool_slot(state_pool, state_indices, stride_pool_slot, n, hv, V, K)
     s_offs = offs_v[None, :] * K + offs_k[:, None]  # S [BK, BV], K-major view of the pool tile
@@ -342,23 +376,19 @@ def _kda_state_kernel(
 
     bos, eos = sequence_bounds(cu_seqlens, n)
     c0 = tl.load(offsets + n).to(tl.int64)
-    for i_c in range(0, tl.cdiv(eos - bos, C)):
-        tok0 = bos + tl.cast(i_c, tl.int64) * C
-        ok = rows < eos - tok0
-        tok_rows = (tok0 + rows) * HV + hv
-        w_c = _tile(w_in, tok_rows * K, ok, offs_k, mask_k)
-        q_c = _tile(q_in, tok_rows * K, ok, offs_k, mask_k)
-        k_c = _tile(k_in, tok_rows * K, ok, offs_k, mask_k)
-        p_c = _tile(p_in, tok_rows * C, ok, rows, rows < C)
-        u_c = _tile(u_in, tok_rows * V, ok, offs_v, mask_v).to(tl.float32)
-        d_c = tl.load(d_in + ((c0 + i_c) * HV + hv) * K + offs_k, mask=mask_k, other=0.0)
-
-        state_op = S.to(dt)
-        u_new = u_c - tl.dot(w_c, state_op, input_precision=IN_PREC)
-        u_op = u_new.to(dt)
-        out = tl.dot(p_c, u_op, acc=tl.dot(q_c, state_op, input_precision=IN_PREC), input_precision=IN_PREC)
-        _put(o, tok_rows * V, ok, offs_v, mask_v, tl.where(real, out, 0.0))
-        S = tl.dot(tl.trans(k_c), u_op, acc=S * d_c[:, None], input_precision=IN_PREC)
+    inputs = (q_in, k_in, w_in, u_in, p_in, d_in, o)
+    descs = (q_desc, k_desc, w_desc, u_desc, p_desc)
+    n_full = (eos - bos - 1) // C  # whole chunks before the sequence's last (by TMA where it applies)
+    for i_c in range(0, n_full):
+        S = _state_chunk(
+            S, inputs, descs, bos + i_c * C, C, c0 + i_c, hv, offs_k, mask_k, v0, offs_v, mask_v, real, K, V, HV, C,
+            IN_PREC, TMA,
+        )  # fmt: skip
+    if eos > bos:  # the last chunk, whole or not, through pointers
+        S = _state_chunk(
+            S, inputs, descs, bos + n_full * C, eos - bos - n_full * C, c0 + n_full, hv, offs_k, mask_k, v0, offs_v,
+            mask_v, real, K, V, HV, C, IN_PREC, False,
+        )  # fmt: skip
 
     tl.store(state_base + s_offs, S, mask=s_mask & real)
 
@@ -374,6 +404,18 @@ def launch_config(N: int, HV: int, V: int) -> LaunchConfig:
     while block_v > 32 and N * HV * triton.cdiv(V, block_v) < 2 * SM_COUNT_HINT:
         block_v //= 2
     return LaunchConfig(block_v=block_v)
+
+
+def _tma_applies(x: torch.Tensor, K: int, BK: int, V: int, BV: int) -> bool:
+    """Whether the state pass's whole chunks come by TMA: on a GPU (not the interpreter), 16-bit operands,
+    tiles inside their head (K a power of two, V a multiple of the V tile). The operands are this
+    module's own contiguous buffers, so their alignment holds."""
+    return not triton_interpreted() and x.is_cuda and x.dtype != torch.float32 and K == BK and V % BV == 0
+
+
+def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
+    """A TMA descriptor over a contiguous [T, heads, cols'] buffer as [T, heads · cols'], [C, cols] tiles."""
+    return TensorDescriptor.from_tensor(x.view(x.shape[0], -1), [CHUNK_SIZE, cols])
 
 
 def _precision(dtype: torch.dtype) -> tuple[str, str | None]:
@@ -416,9 +458,13 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
             num_warps=config.intra_warps,
         )  # fmt: skip
     BV = config.block_v or launch_config(N, HV, V).block_v
+    tma = config.tma and _tma_applies(q_t, K, BK, V, BV)
+    descs = [
+        _descriptor(x, cols) if tma else None for x, cols in ((q_t, BK), (k_t, BK), (w, BK), (u, BV), (p, C))
+    ]
     _kda_state_kernel[(triton.cdiv(V, BV) * N * HV,)](
-        q_t, k_t, w, u, p, d, o, state_pool, state_indices, cu_seqlens, offsets, state_pool.stride(0),
-        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, C=C, IN_PREC=in_prec, num_warps=config.warps,
+        q_t, k_t, w, u, p, d, o, *descs, state_pool, state_indices, cu_seqlens, offsets, state_pool.stride(0),
+        H=H, HV=HV, K=K, V=V, BK=BK, BV=BV, C=C, IN_PREC=in_prec, TMA=tma, num_warps=config.warps,
         num_stages=config.stages,
     )  # fmt: skip
     return o

@@ -46,7 +46,7 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from stampgen.kernels.chunked.blocks import decay, pool_slot, sequence_bounds
+from stampgen.kernels.chunked.blocks import chunk_tile, decay, pool_slot, sequence_bounds
 from stampgen.kernels.chunked.chunk_map import chunk_offsets, chunk_sequence, max_chunks
 from stampgen.kernels.chunked.common import (
     CHUNK_SIZE,
@@ -71,18 +71,6 @@ def _segment_of_program(seg_offsets_ptr, N, HV: tl.constexpr, V: tl.constexpr, B
     i_n, i_s, _ = chunk_sequence(seg_offsets_ptr, N, s)
     n_segs = tl.load(seg_offsets_ptr + i_n + 1) - tl.load(seg_offsets_ptr + i_n)
     return tl.cast(s, tl.int64), i_n, i_s, n_segs, i_hv, i_v * BV
-
-
-@triton.jit
-def _load_chunk(desc, ptr, tok0, rows, stride_tok, col0, cols, n_cols, n_rows, WHOLE: tl.constexpr):
-    """The [BC, cols] tile at rows ``tok0 + rows``, columns ``col0 + cols`` of a [T, heads · dim] view:
-    by TMA through ``desc`` when ``WHOLE`` (every row in the sequence and ``desc`` not None: a whole
-    chunk, the tile inside its head); otherwise through pointers, rows ≥ ``n_rows`` and columns ≥
-    ``n_cols`` read as zeros. The pointers: one 64-bit base and 32-bit offsets within the chunk."""
-    if WHOLE:
-        return desc.load([tok0.to(tl.int32), col0.to(tl.int32)])
-    ptrs = (ptr + tok0 * stride_tok + col0) + (rows[:, None] * stride_tok + cols[None, :])
-    return tl.load(ptrs, mask=(rows < n_rows)[:, None] & (cols < n_cols)[None, :], other=0.0)
 
 
 @triton.jit
@@ -154,8 +142,8 @@ def _lightning_segment_kernel(
     B = tl.zeros([BK, BV], dtype=tl.float32)
     for i_c in range(0, SEG_CHUNKS):  # a segment that is not its sequence's last is whole
         tok0 = first + i_c * BC
-        k = _load_chunk(k_desc, k_ptr, tok0, rows, stride_k_tok, k_col, offs_k, K, BC, TMA)
-        v = _load_chunk(v_desc, v_ptr, tok0, rows, stride_v_tok, v_col, cols_v, V - v0, BC, TMA)
+        k = chunk_tile(k_desc, k_ptr, tok0, rows, stride_k_tok, k_col, offs_k, K, BC, TMA)
+        v = chunk_tile(v_desc, v_ptr, tok0, rows, stride_v_tok, v_col, cols_v, V - v0, BC, TMA)
         weight = decay(((SEG_CHUNKS - i_c) * BC - 1 - rows).to(tl.float32) * g)
         B = _state_update(B, k, v, weight, 1.0, LOW)
     tl.store(partial_ptr + scratch + tile, B, mask=s_mask)
@@ -186,9 +174,9 @@ def _output_chunk(
     q_desc, k_desc, v_desc, o_desc = descs
     g, intra, q_decay, v_decay, chunk_decay, rows, cols_k, K, cols_v, n_v = consts
     WHOLE: tl.constexpr = FULL and TMA
-    q = _load_chunk(q_desc, q_ptr, tok0, rows, stride_q_tok, q_col, cols_k, K, length, WHOLE)
-    k = _load_chunk(k_desc, k_ptr, tok0, rows, stride_k_tok, qk_col, cols_k, K, length, WHOLE)
-    v = _load_chunk(v_desc, v_ptr, tok0, rows, stride_v_tok, v_col, cols_v, n_v, length, WHOLE)
+    q = chunk_tile(q_desc, q_ptr, tok0, rows, stride_q_tok, q_col, cols_k, K, length, WHOLE)
+    k = chunk_tile(k_desc, k_ptr, tok0, rows, stride_k_tok, qk_col, cols_k, K, length, WHOLE)
+    v = chunk_tile(v_desc, v_ptr, tok0, rows, stride_v_tok, v_col, cols_v, n_v, length, WHOLE)
     if not FULL:
         in_seq = rows < length
         v_decay = decay(tl.where(in_seq, (length - 1 - rows).to(tl.float32) * g, float("-inf")))
