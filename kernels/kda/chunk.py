@@ -147,20 +147,20 @@ def _levels_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0, n_r
         last = tl.sum(g_c, 0)
         to_start = decay(gam)
         _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, to_start * scale, decay(last[None, :] - gam),
-                     to_start, last, tok0, ok, c, hv, offs, mask, HV, K, C)  # fmt: skip
+                     last, tok0, ok, c, hv, offs, mask, HV, K, C, k_c, to_start)  # fmt: skip
     return A, P
 
 
 @triton.jit
-def _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, q_gate, k_gate, kin_gate, last, tok0, ok, c, hv,
-                 offs, mask, HV: tl.constexpr, K, C: tl.constexpr):  # fmt: skip
-    """Stores one key block of Q̃ = Q ⊙ q_gate, K̃ = K ⊙ k_gate, K ⊙ kin_gate (made W by ``_solved``) and
-    d = exp(last) (the chunk's decay, per global chunk ``c``)."""
+def _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, q_gate, k_gate, last, tok0, ok, c, hv, offs, mask,
+                 HV: tl.constexpr, K, C: tl.constexpr, kin_c, kin_gate):  # fmt: skip
+    """Stores one key block of Q̃ = q_c ⊙ q_gate, K̃ = k_c ⊙ k_gate, kin_c ⊙ kin_gate (K ⊙ exp γ, made W
+    by ``_solved``) and d = exp(last) (the chunk's decay, per global chunk ``c``)."""
     rows = tl.arange(0, C)
     out_rows = ((tok0 + rows) * HV + hv) * K
     _put(q_out, out_rows, ok, offs, mask, q_c * q_gate)
     _put(k_out, out_rows, ok, offs, mask, k_c * k_gate)
-    _put(kin_out, out_rows, ok, offs, mask, k_c * kin_gate)
+    _put(kin_out, out_rows, ok, offs, mask, kin_c * kin_gate)
     tl.store(d_out + (tl.cast(c, tl.int64) * HV + hv) * K + offs, decay(last), mask=mask)
 
 
@@ -197,14 +197,21 @@ def _middle_row_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0,
         # ≤ e^span either side of r; clamped so that a chunk left to the levels computes no inf here
         from_ref = tl.exp2(tl.minimum(gam - ref[None, :], SAFE_SPAN) * LOG2E)
         to_ref = tl.exp2(tl.minimum(ref[None, :] - gam, SAFE_SPAN) * LOG2E)
-        col = tl.trans(k_c * to_ref)
-        A += tl.where(lower, tl.dot(k_c * from_ref, col, input_precision=PREC), 0.0)
-        P += tl.where(lower | (rows[:, None] == rows[None, :]),
-                      tl.dot(q_c * from_ref, col, input_precision=PREC), 0.0)  # fmt: skip
+        # the three products both the dots and the gated tiles take, so q, k and the factors die here
+        k_from = k_c * from_ref
+        q_from = q_c * from_ref
+        k_to = k_c * to_ref
+        col = tl.trans(k_to)
+        # summed unmasked over the key blocks (above the diagonal each term is within e^span, finite),
+        # masked once after the loop
+        A = tl.dot(k_from, col, acc=A, input_precision=PREC)
+        P = tl.dot(q_from, col, acc=P, input_precision=PREC)
         ref_decay = decay(ref)
-        _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, from_ref * (ref_decay * scale)[None, :],
-                     to_ref * decay(last - ref)[None, :], from_ref * ref_decay[None, :], last, tok0, ok, c,
-                     hv, offs, mask, HV, K, C)  # fmt: skip
+        _gated_tiles(q_out, k_out, kin_out, d_out, q_from, k_to, (ref_decay * scale)[None, :],
+                     decay(last - ref)[None, :], last, tok0, ok, c, hv, offs, mask, HV, K, C,
+                     k_from, ref_decay[None, :])  # fmt: skip
+    A = tl.where(lower, A, 0.0)
+    P = tl.where(lower | (rows[:, None] == rows[None, :]), P, 0.0)
     return A, P, worst > SAFE_SPAN
 
 
