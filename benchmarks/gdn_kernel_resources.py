@@ -107,6 +107,7 @@ ARG_TYPES = dict(
     p_out=BF16,
     d_out=F32,
     gam_scratch=F32,
+    rows_scratch=F32,
     redo=I32,
     q_in=BF16,
     k_in=BF16,

@@ -188,11 +188,12 @@ def _middle_row_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0,
         q_c = _tile(q, qk_rows, ok, offs, mask).to(tl.float32)
         g_c = _tile(g, g_rows, ok, offs, mask)
         gam = tl.cumsum(g_c, 0)
-        # rows r and C − 1 of γ read back from this program's scratch: cheaper than two reductions
-        tl.store(gam_scratch + rows[:, None] * BK + offs[None, :], gam)
+        # rows r and C − 1 of γ through this program's [2, BK] scratch: cheaper than two reductions
+        at = tl.where(rows == C - 1, 1, 0)[:, None] * BK + offs[None, :]
+        tl.store(gam_scratch + at, gam, mask=((rows == C // 2 - 1) | (rows == C - 1))[:, None])
         tl.debug_barrier()
-        ref = tl.load(gam_scratch + (C // 2 - 1) * BK + offs)
-        last = tl.load(gam_scratch + (C - 1) * BK + offs)
+        ref = tl.load(gam_scratch + offs)
+        last = tl.load(gam_scratch + BK + offs)
         worst = tl.maximum(worst, tl.max(-last))  # the span γ_0 − γ_last is at most −γ_last
         # ≤ e^span either side of r; clamped so that a chunk left to the levels computes no inf here
         from_ref = tl.exp2(tl.minimum(gam - ref[None, :], SAFE_SPAN) * LOG2E)
@@ -255,7 +256,9 @@ def _kda_intra_kernel(
     p_out,
     d_out,
     gam_scratch,
+    rows_scratch,
     redo,
+    n_programs,
     cu_seqlens,
     offsets,
     N,
@@ -277,41 +280,68 @@ def _kda_intra_kernel(
     SOLVE_16: tl.constexpr,
     LEVELS: tl.constexpr,
 ):
-    """One program per (global chunk, v-head). Launched twice: first through the middle row
-    (``LEVELS`` false), which marks in ``redo`` the chunks that decay too fast for it, then by the halving
-    levels for those alone (a separate launch, so the common case does not hold the levels' registers)."""
-    pid = tl.program_id(0)
+    """Launched twice: first one program per (global chunk, v-head) through the middle row (``LEVELS``
+    false), which marks in ``redo`` the chunks that decay too fast for it; then by the halving levels for
+    those alone, on a fixed grid whose programs walk the chunks (each with a [C, BK] γ scratch of its own,
+    so the scratch does not grow with the batch), a separate launch so that the common case does not
+    hold the levels' registers."""
     if LEVELS:
-        if tl.load(redo + pid) == 0:
-            return
+        scratch = gam_scratch + tl.cast(tl.program_id(0), tl.int64) * (C * BK)
+        for pid in range(tl.program_id(0), n_programs, tl.num_programs(0)):
+            if tl.load(redo + pid) != 0:
+                _intra_program(
+                    pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_out, scratch, redo, cu_seqlens,
+                    offsets, N, stride_q_tok, stride_q_head, stride_v_tok, stride_v_head, scale, H, HV, K, V,
+                    BK, BKB, BV, C, PREC, IN_PREC, SOLVE_16, True,
+                )  # fmt: skip
+    else:
+        pid = tl.program_id(0)
+        _intra_program(
+            pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_out,
+            rows_scratch + tl.cast(pid, tl.int64) * (2 * BK), redo, cu_seqlens, offsets, N, stride_q_tok,
+            stride_q_head, stride_v_tok, stride_v_head, scale, H, HV, K, V, BK, BKB, BV, C, PREC, IN_PREC,
+            SOLVE_16, False,
+        )  # fmt: skip
+
+
+@triton.jit
+def _intra_program(pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_out, scratch, redo,
+                   cu_seqlens, offsets, N, stride_q_tok, stride_q_head, stride_v_tok, stride_v_head, scale,
+                   H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
+                   BKB: tl.constexpr, BV: tl.constexpr, C: tl.constexpr, PREC: tl.constexpr,
+                   IN_PREC: tl.constexpr, SOLVE_16: tl.constexpr, LEVELS: tl.constexpr):  # fmt: skip
+    """Chunk ``pid // HV`` of the launch for value head ``pid % HV`` (``_kda_intra_kernel``)."""
     hv = pid % HV
     c = pid // HV
     h = hv // (HV // H)
     n, i_c, is_chunk = chunk_sequence(offsets, N, c)
-    if not is_chunk:
-        if not LEVELS:
-            tl.store(redo + pid, 0)
-        return  # past the last chunk (the grid is an upper bound)
-    bos, eos = sequence_bounds(cu_seqlens, n)
-    tok0 = bos + tl.cast(i_c, tl.int64) * C
-    qk_head = h * stride_q_head
-    if LEVELS:
-        A, P = _levels_blocks(
-            q, k, g, q_out, k_out, w_out, d_out, gam_scratch + tl.cast(pid, tl.int64) * (C * BK), tok0,
-            eos - tok0, c, hv, stride_q_tok, qk_head, scale, K, HV, BK, BKB, C, PREC,
-        )  # fmt: skip
-    else:
-        A, P, too_fast = _middle_row_blocks(
-            q, k, g, q_out, k_out, w_out, d_out, gam_scratch + tl.cast(pid, tl.int64) * (C * BK), tok0, eos - tok0, c, hv, stride_q_tok, qk_head, scale, K,
-            HV, BK, BKB, C, PREC,
-        )  # fmt: skip
-        tl.store(redo + pid, too_fast.to(tl.int32))
-        if too_fast:
-            return
-    _solved(
-        A, P, v, beta, w_out, u_out, p_out, tok0, eos - tok0, hv, stride_v_tok, stride_v_head, scale, K, V,
-        HV, BK, BKB, BV, C, PREC, IN_PREC, SOLVE_16,
-    )  # fmt: skip
+    if not LEVELS:
+        if not is_chunk:
+            tl.store(redo + pid, 0)  # past the last chunk (the grid is an upper bound)
+    if is_chunk:
+        bos, eos = sequence_bounds(cu_seqlens, n)
+        tok0 = bos + tl.cast(i_c, tl.int64) * C
+        qk_head = h * stride_q_head
+        if LEVELS:
+            A, P = _levels_blocks(
+                q, k, g, q_out, k_out, w_out, d_out, scratch, tok0, eos - tok0, c, hv, stride_q_tok, qk_head,
+                scale, K, HV, BK, BKB, C, PREC,
+            )  # fmt: skip
+            _solved(
+                A, P, v, beta, w_out, u_out, p_out, tok0, eos - tok0, hv, stride_v_tok, stride_v_head, scale,
+                K, V, HV, BK, BKB, BV, C, PREC, IN_PREC, SOLVE_16,
+            )  # fmt: skip
+        else:
+            A, P, too_fast = _middle_row_blocks(
+                q, k, g, q_out, k_out, w_out, d_out, scratch, tok0, eos - tok0, c, hv, stride_q_tok, qk_head,
+                scale, K, HV, BK, BKB, C, PREC,
+            )  # fmt: skip
+            tl.store(redo + pid, too_fast.to(tl.int32))
+            if not too_fast:
+                _solved(
+                    A, P, v, beta, w_out, u_out, p_out, tok0, eos - tok0, hv, stride_v_tok, stride_v_head,
+                    scale, K, V, HV, BK, BKB, BV, C, PREC, IN_PREC, SOLVE_16,
+                )  # fmt: skip
 
 
 @triton.jit
@@ -425,6 +455,12 @@ def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
     return TensorDescriptor.from_tensor(x.view(x.shape[0], -1), [CHUNK_SIZE, cols])
 
 
+def _levels_programs() -> int:
+    """Programs of the levels launch (a fixed grid walking the chunks it must redo): a few per SM, enough
+    to fill the GPU when every chunk needs it; in the interpreter three, so that programs walk several."""
+    return 3 if triton_interpreted() else 4 * SM_COUNT_HINT
+
+
 def _precision(dtype: torch.dtype) -> tuple[str, str | None]:
     """(products on fp32 operands, products on operands of the input dtype): exact for fp32 inputs;
     tf32 for the fp32 ones when the results are rounded to 16 bits."""
@@ -455,10 +491,13 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
     d = torch.empty((NC, HV, K), dtype=torch.float32, device=dev)
     # the chunks the middle row cannot take (all of them with levels_only)
     redo = (torch.ones if config.levels_only else torch.empty)(NC * HV, dtype=torch.int32, device=dev)
-    gam = torch.empty((NC * HV, C, BK), dtype=torch.float32, device=dev)  # the levels' γ, per program
+    # the levels' γ, one [C, BK] per program of their fixed grid; the middle row's two rows of it
+    levels_grid = min(NC * HV, _levels_programs())
+    gam = torch.empty((levels_grid, C, BK), dtype=torch.float32, device=dev)
+    rows = torch.empty((NC * HV, 2, BK), dtype=torch.float32, device=dev)
     for levels in (True,) if config.levels_only else (False, True):
-        _kda_intra_kernel[(NC * HV,)](
-            q, k, v, g, beta, q_t, k_t, w, u, p, d, gam, redo, cu_seqlens, offsets, N,
+        _kda_intra_kernel[(levels_grid if levels else NC * HV,)](
+            q, k, v, g, beta, q_t, k_t, w, u, p, d, gam, rows, redo, NC * HV, cu_seqlens, offsets, N,
             q.stride(0), q.stride(1), v.stride(0), v.stride(1), scale,
             H=H, HV=HV, K=K, V=V, BK=BK, BKB=min(config.key_block, BK), BV=min(BV_full, 64), C=C,
             PREC=prec, IN_PREC=in_prec, SOLVE_16=dt != torch.float32, LEVELS=levels,
