@@ -149,10 +149,13 @@ KERNELS = {
     "kda_intra": (kda_chunk._kda_intra_kernel, _KDA | dict(BV=64, PREC="tf32", IN_PREC=None, SOLVE_16=True)),
     "kda_state": (kda_chunk._kda_state_kernel, _KDA | dict(IN_PREC=None, TMA=True)),
     "lightning_output": (lightning_chunk._lightning_output_kernel, _LIGHTNING),
-    "lightning_segment": (lightning_chunk._lightning_segment_kernel, _LIGHTNING),
+    "lightning_segment": (
+        lightning_chunk._lightning_segment_kernel,
+        _LIGHTNING | dict(COPY_START=True, START_ONLY=False, LAUNCH_DEPENDENTS=False),
+    ),
     "lightning_gluon": (
         lightning_gluon._lightning_gluon_output_kernel,
-        dict(H=64, HV=64, K=128, V=128, SEG_CHUNKS=16),
+        dict(H=64, HV=64, K=128, V=128, SEG_CHUNKS=16, PDL=False),
     ),
 }
 
@@ -286,10 +289,18 @@ VARIANTS = [
     ("lightning_output", "pointer stores", dict(BV=_lightning.block_v, TMA_STORE=False), _lightning.warps, 2),
     ("lightning_gluon", "default", dict(BV=64), 4, 1),
     ("lightning_gluon", "BV=32", dict(BV=32), 4, 1),
+    ("lightning_gluon", "PDL dependent", dict(BV=64, PDL=True), 4, 1),
     (
         "lightning_segment",
         "default",
         dict(BV=_lightning.segment_block_v),
+        _lightning.segment_warps,
+        _lightning.segment_stages,
+    ),
+    (
+        "lightning_segment",
+        "PDL primary",
+        dict(BV=_lightning.segment_block_v, COPY_START=False, LAUNCH_DEPENDENTS=True),
         _lightning.segment_warps,
         _lightning.segment_stages,
     ),

@@ -112,7 +112,14 @@ def _lightning_segment_kernel(
     SEG_CHUNKS: tl.constexpr,
     LOW: tl.constexpr,
     TMA: tl.constexpr,
+    COPY_START: tl.constexpr = True,
+    START_ONLY: tl.constexpr = False,
+    LAUNCH_DEPENDENTS: tl.constexpr = False,
 ):
+    if LAUNCH_DEPENDENTS:
+        # The Gluon output pass after this launch (``gluon_pdl``) may start its programs now: those of
+        # first segments need nothing from here, the others wait for this launch's end.
+        tl.extra.cuda.gdc_launch_dependents()
     s, i_n, i_s, n_segs, i_hv, v0 = _segment_of_program(seg_offsets_ptr, N, HV, V, BV)
     if i_s >= n_segs - 1:
         return  # a sequence's last segment (pass 3 alone runs it), or past the last segment
@@ -126,10 +133,12 @@ def _lightning_segment_kernel(
     s_mask = mask_k[:, None] & mask_v[None, :]
     scratch = (s * HV + i_hv) * (K * V)
     tile = offs_k[:, None] * V + offs_v[None, :]
-    if i_s == 0:  # the sequence's initial state, before pass 3's last segment overwrites the pool
+    if COPY_START and i_s == 0:  # the initial state, before pass 3's last segment overwrites the pool
         state_base, real = pool_slot(state_pool_ptr, state_indices_ptr, stride_pool_slot, i_n, i_hv, V, K)
         S0 = tl.load(state_base + offs_v[None, :] * K + offs_k[:, None], mask=s_mask & real, other=0.0)
         tl.store(start_ptr + scratch + tile, S0, mask=s_mask)
+    if START_ONLY:
+        return  # the copy alone, in a launch before the segment pass (``gluon_pdl``)
 
     # B = Σ_t exp((n − 1 − t) g) k_t v_tᵀ over the segment's n tokens: one product summed over its
     # chunks, each token weighted straight from its distance to the segment's end (a whole number of
@@ -307,6 +316,10 @@ class LaunchConfig(NamedTuple):
     # the output pass in Gluon (``chunk_gluon``) where it applies (sm_90, bf16, K = 128, V tile 64,
     # TMA-aligned heads): 6–13% faster than the Triton pass at MiniMax's heads (benchmarks/RESULTS.md)
     gluon: bool = True
+    # with ``gluon`` and a split sequence: the output pass launched as the segment pass's programmatic
+    # dependent (PDL), its first segments' programs running beside the segment pass (the pool copies
+    # they read made by a launch before it)
+    gluon_pdl: bool = True
 
 
 # Output-pass programs one SM holds at the default tiles (registers are the limit)
@@ -368,21 +381,30 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
         else (None,) * 5
     )
     shared = dict(H=H, HV=HV, K=K, V=V, BK=BK, BC=BC, SEG_CHUNKS=config.seg_chunks, LOW=low, TMA=tma)
+    gluon = tma and config.gluon and low and not triton_interpreted() and _gluon_supported(q, k, v, BV)
+    pdl = gluon and split and config.gluon_pdl
+    segment_args = (
+        k, v, g, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, k_desc, v_seg_desc,
+        N, k.stride(0), k.stride(1), v.stride(0), v.stride(1), state_pool.stride(0),
+    )  # fmt: skip
+    segment_meta = dict(BV=seg_BV, num_warps=config.segment_warps, num_stages=config.segment_stages, **shared)
+    segment_grid = (n_segs * HV * triton.cdiv(V, seg_BV),)
+    if pdl:
+        # the first segments' copies of the pool first, so that the output pass's first segments read
+        # nothing the segment pass writes and run beside it
+        _lightning_segment_kernel[segment_grid](*segment_args, START_ONLY=True, **segment_meta)
     if split:
-        _lightning_segment_kernel[(n_segs * HV * triton.cdiv(V, seg_BV),)](
-            k, v, g, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, k_desc, v_seg_desc,
-            N, k.stride(0), k.stride(1), v.stride(0), v.stride(1), state_pool.stride(0),
-            BV=seg_BV, num_warps=config.segment_warps, num_stages=config.segment_stages, **shared,
+        _lightning_segment_kernel[segment_grid](
+            *segment_args, COPY_START=not pdl, LAUNCH_DEPENDENTS=pdl, **segment_meta
         )  # fmt: skip
-    if tma and config.gluon and low and not triton_interpreted():
+    if gluon:
         from stampgen.kernels.lightning import chunk_gluon
 
-        if chunk_gluon.supported(q, k, v, BV):
-            chunk_gluon.launch_output(
-                q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, scale,
-                seg_chunks=config.seg_chunks, block_v=BV, grid=n_segs * HV * triton.cdiv(V, BV),
-            )  # fmt: skip
-            return o
+        chunk_gluon.launch_output(
+            q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, scale,
+            seg_chunks=config.seg_chunks, block_v=BV, grid=n_segs * HV * triton.cdiv(V, BV), pdl=pdl,
+        )  # fmt: skip
+        return o
     _lightning_output_kernel[(n_segs * HV * triton.cdiv(V, BV),)](
         q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets,
         q_desc, k_desc, v_desc, o_desc, N,
@@ -391,6 +413,13 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
         **shared, **({} if config.maxnreg is None else dict(maxnreg=config.maxnreg)),
     )  # fmt: skip
     return o
+
+
+def _gluon_supported(q, k, v, block_v: int) -> bool:
+    """``chunk_gluon.supported``, imported only where the Gluon pass may run."""
+    from stampgen.kernels.lightning import chunk_gluon
+
+    return chunk_gluon.supported(q, k, v, block_v)
 
 
 def _tma_applies(q, k, v, BK: int, *v_tiles: int) -> bool:

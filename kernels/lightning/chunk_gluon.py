@@ -120,12 +120,22 @@ def _step(state, q_t, k_t, v_t, s_s, w_s, weights, acc_v: gl.constexpr, acc_t: g
 
 
 @gluon.jit
+def _wait_for_segment_pass():
+    """Launched as a programmatic dependent of the segment pass (``LaunchConfig.gluon_pdl``): a program
+    of a later segment waits here, before its first read of the segment pass's B, until that launch has
+    finished and its writes are visible. A first segment's program reads only the pool or the copy of it
+    made before the segment pass, so it never waits: it runs beside the segment pass."""
+    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+
+@gluon.jit
 def _lightning_gluon_output_kernel(
     q_desc, k_desc, v_desc, o_desc,
     q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets,
     N, pool_slot_stride, scale,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     SEG_CHUNKS: gl.constexpr,
+    PDL: gl.constexpr,
 ):  # fmt: skip
     s, n, i_s, n_segs, hv, v0 = _segment_of_program(seg_offsets, N, HV, V, BV)
     if i_s >= n_segs:
@@ -173,6 +183,9 @@ def _lightning_gluon_output_kernel(
         s0 = (s - i_s).to(gl.int64)
         state = gl.load(_state_tile(start + (s0 * HV + hv) * (K * V), V, K, v0, BV, acc_v, True))
         seg_decay = gl.exp2((SEG_CHUNKS * 64) * gamma * _LOG2E)
+        if PDL:
+            if i_s > 0:
+                _wait_for_segment_pass()
         for j in range(i_s):
             b = gl.load(_state_tile(partial + ((s0 + j) * HV + hv) * (K * V), V, K, v0, BV, acc_v, True))
             state = state * seg_decay + b
@@ -279,16 +292,17 @@ def _lightning_gluon_output_kernel(
 
 
 def launch_output(q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, scale,
-                  *, seg_chunks: int, block_v: int, grid: int) -> None:  # fmt: skip
+                  *, seg_chunks: int, block_v: int, grid: int, pdl: bool = False) -> None:  # fmt: skip
     """The output pass over every segment (bf16 q / k / v, K = 64 or 128, V a multiple of ``block_v``,
-    packed heads, 16-byte aligned: the caller checks)."""
+    packed heads, 16-byte aligned: the caller checks); ``pdl``: launched as the segment pass's
+    programmatic dependent (that launch must have called ``gdc_launch_dependents``)."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     descs = (descriptor(q, K), descriptor(k, K), descriptor(v, block_v), descriptor(o, block_v))
     _lightning_gluon_output_kernel[(grid,)](
         *descs, q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets,
         state_indices.shape[0], state_pool.stride(0), float(scale),
-        H=H, HV=HV, K=K, V=V, BV=block_v, SEG_CHUNKS=seg_chunks, num_warps=4,
+        H=H, HV=HV, K=K, V=V, BV=block_v, SEG_CHUNKS=seg_chunks, PDL=pdl, num_warps=4, launch_pdl=pdl,
     )  # fmt: skip
 
 

@@ -105,7 +105,12 @@ def test_lightning_gluon_output_pass_matches_the_reference(seg_chunks):
     triton_run = clone_inputs(bf16)
     o_triton = chunk.prefill(**{n: t for n, t in triton_run.items() if n != "beta"}, beta=None, scale=1.0,
                              config=config._replace(gluon=False))  # fmt: skip
+    no_pdl = clone_inputs(bf16)
+    o_no_pdl = chunk.prefill(**{n: t for n, t in no_pdl.items() if n != "beta"}, beta=None, scale=1.0,
+                             config=config._replace(gluon_pdl=False))  # fmt: skip
     o = chunk.prefill(**{n: t for n, t in bf16.items() if n != "beta"}, beta=None, scale=1.0, config=config)
+    # the output pass as the segment pass's programmatic dependent computes the same, bit for bit
+    assert torch.equal(o, o_no_pdl) and torch.equal(bf16["state_pool"], no_pdl["state_pool"])
     o_ref = lightning.prefill(**upcast, backend="torch")
     used = bf16["state_indices"].long()
     assert torch.isfinite(o).all()
