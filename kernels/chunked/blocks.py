@@ -68,8 +68,9 @@ def row_of(x, rows, r):
 @triton.jit
 def chunk_tile(desc, ptr, tok0, rows, stride_tok, col0, cols, n_cols, n_rows, WHOLE: tl.constexpr):
     """The [BC, cols] tile at rows ``tok0 + rows``, columns ``col0 + cols`` of a [T, heads · dim] view:
-    by TMA through ``desc`` when ``WHOLE`` (every row in the sequence and ``desc`` not None: a whole
-    chunk, the tile inside its head); otherwise through pointers, rows ≥ ``n_rows`` and columns ≥
+    by TMA through ``desc`` when ``WHOLE`` (``desc`` not None, the tile inside its head: all BC rows,
+    whichever sequence they belong to, zeros past the tensor's end; the caller passes it for whole chunks
+    or makes rows ≥ ``n_rows`` harmless); otherwise through pointers, rows ≥ ``n_rows`` and columns ≥
     ``n_cols`` read as zeros. The pointers: one 64-bit base and 32-bit offsets within the chunk."""
     if WHOLE:
         return desc.load([tok0.to(tl.int32), col0.to(tl.int32)])

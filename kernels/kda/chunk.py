@@ -22,20 +22,21 @@ chunk decays past e^88: docs/kernels.md, "Numerical pitfalls"):
   within e^±60 (finite and normal in fp32);
 * any other chunk is redone by halving levels (``_levels_blocks``: each block's upper half against its
   lower half through the block's middle row, every factor ≤ 1), in a second launch of the intra kernel
-  that only those chunks' programs run past their first load;
+  on a fixed grid whose programs walk the chunks the first launch marked;
 * Tβ by ``kernels.chunked.solve`` (the solve GDN's prefill uses).
 
 1. ``_chunk_offsets_kernel`` (``kernels.chunked.chunk_map``): each sequence's first global chunk index.
-2. ``_kda_intra_kernel``, one program per (global chunk, v-head), launched twice (middle row, then the
-   levels for the chunks the first launch marked): Q̃, K̃, W, Ũ, P (token-major, the input dtype) and d
-   (fp32, per chunk).
+2. ``_kda_intra_kernel``, launched twice: one program per (global chunk, v-head) through the middle row,
+   then the levels for the chunks it marked: Q̃, K̃, W, Ũ, P (token-major, the input dtype) and d (fp32,
+   per chunk).
 3. ``_kda_state_kernel``, one program per (sequence, v-head, V-tile): walks the chunks with its fp32
-   [K, BV] state tile in registers (the V columns evolve independently under the delta rule), writes
-   O and finally the pool.
+   [K, BV] state tile in registers (the V columns evolve independently under the delta rule), its
+   tiles by TMA on the GPU, writes O and finally the pool.
 
-The last chunk of a sequence is masked (its rows past the end read as 0: they add nothing and do not
-decay). Padding (index −1): zero initial state, zero output, nothing stored. Zero-length sequences store
-their state back unchanged. No host sync anywhere.
+Rows past a sequence's end in its last chunk add nothing to the state and do not decay it: through
+pointers they read as 0; by TMA they are the next sequence's rows (or zeros past the buffer), and their
+rows of U are zeroed. Padding (index −1): zero initial state, zero output, nothing stored. Zero-length
+sequences store their state back unchanged. No host sync anywhere.
 """
 
 from __future__ import annotations
@@ -67,17 +68,18 @@ class LaunchConfig(NamedTuple):
     """Launch settings of the two passes. ``key_block``: key channels per step of the intra pass's
     A / P loop; ``block_v``: the state pass's V tile (None: ``launch_config`` picks by grid size);
     ``levels_only``: every chunk by the halving levels, none through the middle row (for A/B runs and
-    tests of the levels on inputs the middle row would take). Key blocks of 32 and a one-stage state
-    pass end in an illegal memory access on the H200 (Triton 3.6's sm_90 build; the interpreter computes
+    tests of the levels on inputs the middle row would take); ``stages``: of the state pass's chunk
+    loop (four do not fit in shared memory). Key blocks of 32 and a one-stage state pass end in an
+    illegal memory access on the H200 (Triton 3.6's sm_90 build; the interpreter computes
     both right): benchmarks/RESULTS.md."""
 
     key_block: int = 64
     intra_warps: int = 4
     block_v: int | None = None
     warps: int = 4
-    stages: int = 2
+    stages: int = 3
     levels_only: bool = False
-    tma: bool = True  # the state pass's whole chunks by TMA where ``_tma_applies``
+    tma: bool = True  # the state pass's tiles by TMA where ``_tma_applies``
 
 
 @triton.jit
@@ -346,27 +348,32 @@ def _intra_program(pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_o
 
 @triton.jit
 def _state_chunk(S, inputs, descs, tok0, n_rows, chunk, hv, offs_k, mask_k, v0, offs_v, mask_v, real, K, V,
-                 HV: tl.constexpr, C: tl.constexpr, IN_PREC: tl.constexpr, WHOLE: tl.constexpr):  # fmt: skip
-    """One chunk of the state pass (rows ``tok0`` to ``tok0 + n_rows``, global chunk ``chunk``): its
-    output rows stored, the next state returned. ``WHOLE``: all C rows in the sequence and the tiles
-    come by TMA through ``descs``; otherwise through pointers, masked."""
+                 HV: tl.constexpr, C: tl.constexpr, IN_PREC: tl.constexpr, TMA: tl.constexpr):  # fmt: skip
+    """One chunk of the state pass (rows ``tok0`` to ``tok0 + min(n_rows, C)``, global chunk ``chunk``):
+    its output rows stored, the next state returned. ``TMA``: the tiles come whole through ``descs``, rows
+    past the sequence included (the next sequence's, finite, or zeros past the buffer), and their rows
+    of the new values are zeroed so that they add nothing to the state; otherwise through pointers,
+    zeros past the sequence."""
     q_in, k_in, w_in, u_in, p_in, d_in, o = inputs
     q_desc, k_desc, w_desc, u_desc, p_desc = descs
     rows = tl.arange(0, C)
+    ok = rows < n_rows
     dt = w_in.dtype.element_ty
     head_k, head_v = hv * K, hv * V + v0
-    w_c = chunk_tile(w_desc, w_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, WHOLE)
-    q_c = chunk_tile(q_desc, q_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, WHOLE)
-    k_c = chunk_tile(k_desc, k_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, WHOLE)
-    p_c = chunk_tile(p_desc, p_in, tok0, rows, HV * C, hv * C, rows, C, n_rows, WHOLE)
-    u_c = chunk_tile(u_desc, u_in, tok0, rows, HV * V, head_v, offs_v - v0, V - v0, n_rows, WHOLE)
+    w_c = chunk_tile(w_desc, w_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
+    q_c = chunk_tile(q_desc, q_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
+    k_c = chunk_tile(k_desc, k_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
+    p_c = chunk_tile(p_desc, p_in, tok0, rows, HV * C, hv * C, rows, C, n_rows, TMA)
+    u_c = chunk_tile(u_desc, u_in, tok0, rows, HV * V, head_v, offs_v - v0, V - v0, n_rows, TMA)
     d_c = tl.load(d_in + (chunk * HV + hv) * K + offs_k, mask=mask_k, other=0.0)
 
     state_op = S.to(dt)
     u_new = u_c.to(tl.float32) - tl.dot(w_c, state_op, input_precision=IN_PREC)
+    if TMA:
+        u_new = tl.where(ok[:, None], u_new, 0.0)
     u_op = u_new.to(dt)
+    # P is lower triangular: a row in the sequence takes no column past it
     out = tl.dot(p_c, u_op, acc=tl.dot(q_c, state_op, input_precision=IN_PREC), input_precision=IN_PREC)
-    ok = rows < n_rows
     _put(o, ((tok0 + rows) * HV + hv) * V, ok, offs_v, mask_v, tl.where(real, out, 0.0))
     return tl.dot(tl.trans(k_c), u_op, acc=S * d_c[:, None], input_precision=IN_PREC)
 
@@ -415,16 +422,13 @@ def _kda_state_kernel(
     c0 = tl.load(offsets + n).to(tl.int64)
     inputs = (q_in, k_in, w_in, u_in, p_in, d_in, o)
     descs = (q_desc, k_desc, w_desc, u_desc, p_desc)
-    n_full = (eos - bos - 1) // C  # whole chunks before the sequence's last (by TMA where it applies)
-    for i_c in range(0, n_full):
+    # one loop over every chunk, the last one too: the sequence's last chunk called apart, through
+    # pointers after the loop, came out wrong on the H200 at V tiles of 32 (Triton 3.6)
+    for i_c in range(0, tl.cdiv(eos - bos, C)):
+        tok0 = bos + i_c * C
         S = _state_chunk(
-            S, inputs, descs, bos + i_c * C, C, c0 + i_c, hv, offs_k, mask_k, v0, offs_v, mask_v, real, K, V, HV, C,
-            IN_PREC, TMA,
-        )  # fmt: skip
-    if eos > bos:  # the last chunk, whole or not, through pointers
-        S = _state_chunk(
-            S, inputs, descs, bos + n_full * C, eos - bos - n_full * C, c0 + n_full, hv, offs_k, mask_k, v0, offs_v,
-            mask_v, real, K, V, HV, C, IN_PREC, False,
+            S, inputs, descs, tok0, eos - tok0, c0 + i_c, hv, offs_k, mask_k, v0, offs_v, mask_v, real, K, V, HV,
+            C, IN_PREC, TMA,
         )  # fmt: skip
 
     tl.store(state_base + s_offs, S, mask=s_mask & real)
@@ -444,7 +448,7 @@ def launch_config(N: int, HV: int, V: int) -> LaunchConfig:
 
 
 def _tma_applies(x: torch.Tensor, K: int, BK: int, V: int, BV: int) -> bool:
-    """Whether the state pass's whole chunks come by TMA: on a GPU (not the interpreter), 16-bit operands,
+    """Whether the state pass's tiles come by TMA: on a GPU (not the interpreter), 16-bit operands,
     tiles inside their head (K a power of two, V a multiple of the V tile). The operands are this
     module's own contiguous buffers, so their alignment holds."""
     return not triton_interpreted() and x.is_cuda and x.dtype != torch.float32 and K == BK and V % BV == 0

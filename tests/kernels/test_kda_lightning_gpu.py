@@ -69,6 +69,31 @@ def test_bf16_prefill_matches_the_fp32_reference(op, gate, seqlens):
     assert rel_rmse(o, o_fp32) <= BF16_INPUT_ROUNDING_BOUND
 
 
+@pytest.mark.parametrize("block_v", [32, 64])
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "pointers"])
+def test_kda_state_pass_paths_match_the_reference(block_v, tma):
+    # Each way the state pass takes its tiles, at both V tiles the launch picks: whole and partial last
+    # chunks, one-token and empty sequences, padding (a last chunk handled apart from the chunk loop came
+    # out wrong at V tiles of 32 on the H200, where the interpreter computed it right)
+    from stampgen.kernels.kda import chunk
+
+    seqlens = [640, 1, 0, 130, 1100, 64]
+    bf16, upcast, _ = bf16_inputs(
+        "kda", "prefill", "normal", N=len(seqlens), seqlens=seqlens, pad=1, **OPS["kda"]["heads"], seed=7
+    )
+    config = chunk.LaunchConfig(block_v=block_v, tma=tma)
+    o = chunk.prefill(**bf16, scale=OPS["kda"]["heads"]["K"] ** -0.5, config=config)
+    o_ref = kda.prefill(**upcast, backend="torch")
+    used = bf16["state_indices"].long()
+    assert torch.isfinite(o).all()
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(bf16["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
+    cu = bf16["cu_seqlens"].tolist()
+    for n, slot in enumerate(bf16["state_indices"].tolist()):
+        if slot < 0:
+            assert torch.all(o[cu[n] : cu[n + 1]] == 0)
+
+
 @pytest.mark.parametrize(
     "shape", [dict(H=2, HV=4, K=64, V=32), dict(H=4, HV=4, K=128, V=48)], ids=["V32", "V48"]
 )
