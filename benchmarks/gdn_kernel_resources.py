@@ -274,7 +274,7 @@ VARIANTS = [
     ("kda_intra", "levels", dict(BKB=_kda.key_block, LEVELS=True), _kda.intra_warps, 1),
     ("kda_state", "default", dict(BV=32), _kda.warps, _kda.stages),
     ("kda_state", "BV=16", dict(BV=16), _kda.warps, _kda.stages),
-    ("kda_state", "3 stages", dict(BV=32), _kda.warps, 3),
+    ("kda_state", "2 stages", dict(BV=32), _kda.warps, 2),
     ("kda_state", "BV=64, 8 warps", dict(BV=64), 8, _kda.stages),
     ("kda_state", "BV=64", dict(BV=64), _kda.warps, _kda.stages),
     ("kda_state", "pointer loads", dict(BV=32, TMA=False), _kda.warps, _kda.stages),
