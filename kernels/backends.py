@@ -48,10 +48,6 @@ __all__ = [
 
 PHASES = ("prefill", "decode", "verify")
 
-# The GDN kernels, as kernels.gdn registered them when this module was imported: a read-only copy, so that
-# an entry added to kernels.gdn.KERNELS later cannot make a consumer accept a kernel that does not exist.
-_GDN_KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(dict(gdn.KERNELS))
-
 
 class ModelFamilyError(ValueError):
     """A consumer was built on a runner of a model family whose layers it does not implement."""
@@ -82,8 +78,10 @@ class _DispatchesToOp:
     """The phase methods of a consumer: each calls the op's public function (``_api``: ``kernels.gdn``,
     ``kernels.kda`` or ``kernels.lightning``) with the ``backend=`` bound for that phase."""
 
+    op: str
     _api: Any
     families: tuple[ModelFamily, ...]
+    KERNELS: Mapping[tuple[str, str], str]  # the op's kernel table, read-only
     runner_name: str
     kernel_backends: Mapping[str, str]
 
@@ -137,6 +135,34 @@ class _DispatchesToOp:
         self.runner_name = getattr(runner, "name", type(runner).__name__)
         return validate(stamp, server=runner.process_config.server, runner_facts=runner.runner_facts)
 
+    def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
+        """The ``backend=`` of each phase: the validated stamp's choice, refused with
+        ``KernelUnavailableError`` where the op has no kernel for it (``KERNELS``)."""
+        chosen = _stamp_names(stamp)
+        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in self.KERNELS]
+        if missing:
+            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, self.KERNELS))
+        return chosen
+
+    def _no_kernel_message(
+        self, chosen: Mapping[str, str], missing: list[str], kernels: Mapping[tuple[str, str], str]
+    ) -> str:
+        """Why the stamp ``chosen`` has no kernel in the ``missing`` phases, and which flag picks one."""
+        module = self._api.__name__.removeprefix("stampgen.")
+        lines = []
+        for phase in missing:
+            have = sorted(backend for (p, backend) in kernels if p == phase)
+            lines.append(
+                f"{phase}={chosen[phase]} has no {self.op.upper()} {phase} kernel in {module} "
+                f"(it has: {', '.join(have)}); pick one with --linear-attn-{phase}-backend "
+                "or --linear-attn-backend"
+            )
+        return (
+            f"{type(self).__name__} for runner {self.runner_name!r}: {RULES_SOURCE} allows the stamp "
+            f"LinearAttnBackends(decode={chosen['decode']}, prefill={chosen['prefill']}, "
+            f"verify={chosen['verify']}), but " + "; ".join(lines)
+        )
+
     def __repr__(self) -> str:
         bound = getattr(self, "kernel_backends", {})  # absent when construction refused
         phases = ", ".join(f"{phase}={backend}" for phase, backend in bound.items())
@@ -153,34 +179,13 @@ class GDNAttnBackend(_DispatchesToOp):
     op = "gdn"
     _api = gdn
     families: tuple[ModelFamily, ...] = (ModelFamily.GDN,)
+    # kernels.gdn's table when this class was defined, a read-only copy: an entry added to
+    # kernels.gdn.KERNELS later cannot make a consumer accept a kernel that does not exist
+    KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(dict(gdn.KERNELS))
 
     def __init__(self, runner: Any) -> None:
         self.linear_attn_backends: LinearAttnBackends = self._read_stamp(runner, validate_gdn_attn_backend)
         self.kernel_backends: Mapping[str, str] = self._bind_kernels(runner, self.linear_attn_backends)
-
-    def _bind_kernels(self, runner: Any, stamp: LinearAttnBackends) -> Mapping[str, str]:
-        chosen = _stamp_names(stamp)
-        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in _GDN_KERNELS]
-        if missing:
-            raise KernelUnavailableError(self._no_kernel_message(chosen, missing, _GDN_KERNELS))
-        return chosen
-
-    def _no_kernel_message(
-        self, chosen: Mapping[str, str], missing: list[str], kernels: Mapping[tuple[str, str], str]
-    ) -> str:
-        lines = []
-        for phase in missing:
-            have = sorted(backend for (p, backend) in kernels if p == phase)
-            lines.append(
-                f"{phase}={chosen[phase]} has no GDN {phase} kernel in kernels.gdn "
-                f"(it has: {', '.join(have)}); pick one with --linear-attn-{phase}-backend "
-                "or --linear-attn-backend"
-            )
-        return (
-            f"{type(self).__name__} for runner {self.runner_name!r}: {RULES_SOURCE} allows the stamp "
-            f"LinearAttnBackends(decode={chosen['decode']}, prefill={chosen['prefill']}, "
-            f"verify={chosen['verify']}), but " + "; ".join(lines)
-        )
 
 
 class _KernelsNotBuilt:
@@ -245,28 +250,12 @@ class KDAAttnBackend(_DispatchesToOp):
     families: tuple[ModelFamily, ...] = (ModelFamily.KDA, ModelFamily.KDA_SAFE_GATE)
     from stampgen.kernels import kda as _api
 
-    # kernels.kda's table when this class was defined, read-only (as _GDN_KERNELS for GDN).
+    # kernels.kda's table when this class was defined, read-only (as GDNAttnBackend's)
     KERNELS: Mapping[tuple[str, str], str] = MappingProxyType(dict(_api.KERNELS))
 
     def __init__(self, runner: Any) -> None:
         self.linear_attn_backends: LinearAttnBackends = self._read_stamp(runner, validate_kda_attn_backend)
-        chosen = _stamp_names(self.linear_attn_backends)
-        missing = [phase for phase in PHASES if (phase, chosen[phase]) not in self.KERNELS]
-        if missing:
-            lines = []
-            for phase in missing:
-                have = sorted(backend for (p, backend) in self.KERNELS if p == phase)
-                lines.append(
-                    f"{phase}={chosen[phase]} has no KDA {phase} kernel in kernels.kda (it has: "
-                    f"{', '.join(have)}); pick one with --linear-attn-{phase}-backend or "
-                    "--linear-attn-backend"
-                )
-            raise KernelUnavailableError(
-                f"KDAAttnBackend for runner {self.runner_name!r}: {RULES_SOURCE} allows the stamp "
-                f"LinearAttnBackends(decode={chosen['decode']}, prefill={chosen['prefill']}, "
-                f"verify={chosen['verify']}), but " + "; ".join(lines)
-            )
-        self.kernel_backends: Mapping[str, str] = chosen
+        self.kernel_backends: Mapping[str, str] = self._bind_kernels(runner, self.linear_attn_backends)
 
 
 class LightningAttentionBackend(_DispatchesToOp):

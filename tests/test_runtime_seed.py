@@ -321,7 +321,9 @@ def test_a_gdn_consumer_refuses_flashinfer_prefill_in_deterministic_mode():
 def test_a_gdn_consumer_refuses_a_stamp_value_without_a_kernel_rather_than_substituting():
     config = launched(MambaConfig(linear_attn_decode_backend="cutedsl"), sm=10)
     runner = make_runner("target", GDN_TARGET, config, device=SM100)
-    with pytest.raises(KernelUnavailableError, match="decode=cutedsl"):
+    with pytest.raises(
+        KernelUnavailableError, match=r"decode=cutedsl has no GDN decode kernel in kernels\.gdn \(it has: "
+    ):
         attn_backend_wrapper(runner)
 
 

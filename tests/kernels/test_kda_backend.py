@@ -105,7 +105,9 @@ def test_every_backend_the_rules_allow_for_kda_has_a_kernel_or_fails_closed(phas
 
 def test_a_value_without_a_kda_kernel_is_refused_at_construction():
     runner = kda_runner("KimiLinearForCausalLM", "sm100", linear_attn_prefill_backend="flashkda")
-    with pytest.raises(KernelUnavailableError, match="prefill=flashkda has no KDA prefill kernel"):
+    with pytest.raises(
+        KernelUnavailableError, match=r"prefill=flashkda has no KDA prefill kernel in kernels\.kda \(it has: "
+    ):
         attn_backend_wrapper(runner)
 
 
