@@ -36,9 +36,7 @@ import triton
 import triton.language as tl
 
 from stampgen.kernels.chunked.blocks import program_tile
-
-# H200 (132 SMs); only used to keep small grids from leaving SMs idle, so a rough figure is enough.
-_SM_COUNT_HINT = 132
+from stampgen.kernels.chunked.common import SM_COUNT_HINT
 
 
 @triton.jit
@@ -213,7 +211,7 @@ def _decode_config(programs_per_tile: int, V: int, K: int) -> tuple[int, int]:
         return min(16, triton.next_power_of_2(V)), 1
     BK = triton.next_power_of_2(K)
     BV = max(1, min(triton.next_power_of_2(V), 1024 // BK))
-    while BV > 1 and programs_per_tile * triton.cdiv(V, BV) < 4 * _SM_COUNT_HINT:
+    while BV > 1 and programs_per_tile * triton.cdiv(V, BV) < 4 * SM_COUNT_HINT:
         BV //= 2
     return BV, 1
 

@@ -23,7 +23,6 @@ segment's copy carried through the B of those before it, as there).
 from __future__ import annotations
 
 import torch
-import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
@@ -293,9 +292,8 @@ def _lightning_gluon_output_kernel(
 
 def launch_output(q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, scale,
                   *, seg_chunks: int, block_v: int, grid: int, pdl: bool = False) -> None:  # fmt: skip
-    """The output pass over every segment (bf16 q / k / v, K = 64 or 128, V a multiple of ``block_v``,
-    packed heads, 16-byte aligned: the caller checks); ``pdl``: launched as the segment pass's
-    programmatic dependent (that launch must have called ``gdc_launch_dependents``)."""
+    """The output pass over every segment (where ``supported``: the caller checks); ``pdl``: launched as
+    the segment pass's programmatic dependent (that launch must have called ``gdc_launch_dependents``)."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     descs = (descriptor(q, K), descriptor(k, K), descriptor(v, block_v), descriptor(o, block_v))
@@ -317,5 +315,4 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_v: int) -
         and block_v == 64
         and tiles_apply(q, k, v)
         and v.shape[2] % block_v == 0
-        and triton is not None
     )
