@@ -105,6 +105,9 @@ def main() -> None:
             parser.error(
                 f"--variations: {', '.join(unknown)} in {variation!r}; fields: {', '.join(sorted(fields))}"
             )
+        segments = variation.get("segments", 1)
+        if isinstance(segments, bool) or not isinstance(segments, int) or segments < 1:
+            parser.error(f"--variations: segments must be a positive whole number, got {segments!r}")
     unknown_cases = sorted(set(args.cases.split(",")) - set(CASES))
     if unknown_cases:
         parser.error(f"--cases: unknown {', '.join(unknown_cases)}; choose from {', '.join(CASES)}")

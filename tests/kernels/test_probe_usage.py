@@ -23,6 +23,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
         (["--op", "lightning", "--variations", '[{"key_block": 64}]'], ["key_block", "segments", "gluon"]),
         (["--op", "kda", "--variations", '[{"segments": 2}]'], ["segments"]),  # lightning's alone
         (["--op", "kda", "--variations", "[1]"], ["not an object"]),
+        (["--op", "lightning", "--variations", '[{"segments": 0}]'], ["segments", "positive", "0"]),
+        (["--op", "lightning", "--variations", '[{"segments": "2"}]'], ["segments", "'2'"]),
         (["--op", "kda", "--variations", "{"], ["not a JSON list"]),
         (["--op", "kda", "--cases", "T=4096,T=5"], ["T=5", "16x2048"]),
         (["--variations", "[]"], ["--op"]),
@@ -33,6 +35,8 @@ def _run(*args: str) -> subprocess.CompletedProcess:
         "other-ops-field",
         "segments-on-kda",
         "not-an-object",
+        "zero-segments",
+        "segments-not-a-number",
         "bad-json",
         "bad-case",
         "no-op",
