@@ -9,7 +9,7 @@ those fp32 values gets 1e-2 (bf16 input rounding accumulates over a long sequenc
 
 import pytest
 import torch
-from gdn_inputs import capture_cuda_graph, clone_inputs, rel_rmse
+from gdn_inputs import assert_padding_left_alone, capture_cuda_graph, clone_inputs, rel_rmse
 from test_kda_kernels import kda_inputs
 from test_lightning_kernels import lightning_inputs
 
@@ -81,6 +81,7 @@ def test_kda_state_pass_paths_match_the_reference(block_v, tma):
     bf16, upcast, _ = bf16_inputs(
         "kda", "prefill", "normal", N=len(seqlens), seqlens=seqlens, pad=1, **OPS["kda"]["heads"], seed=7
     )
+    before = clone_inputs(bf16)
     config = chunk.LaunchConfig(block_v=block_v, tma=tma)
     o = chunk.prefill(**bf16, scale=OPS["kda"]["heads"]["K"] ** -0.5, config=config)
     o_ref = kda.prefill(**upcast, backend="torch")
@@ -88,10 +89,7 @@ def test_kda_state_pass_paths_match_the_reference(block_v, tma):
     assert torch.isfinite(o).all()
     assert rel_rmse(o, o_ref) <= BF16_BOUND
     assert rel_rmse(bf16["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
-    cu = bf16["cu_seqlens"].tolist()
-    for n, slot in enumerate(bf16["state_indices"].tolist()):
-        if slot < 0:
-            assert torch.all(o[cu[n] : cu[n + 1]] == 0)
+    assert_padding_left_alone(before, bf16["state_pool"], o)
 
 
 @pytest.mark.parametrize(
@@ -121,6 +119,7 @@ def test_lightning_gluon_output_pass_matches_the_reference(seg_chunks):
     bf16, upcast, _ = bf16_inputs(
         "lightning", "prefill", N=len(seqlens), seqlens=seqlens, pad=1, **OPS["lightning"]["heads"], seed=6
     )
+    before = clone_inputs(bf16)
     from stampgen.kernels.lightning import chunk_gluon
 
     assert chunk_gluon.supported(bf16["q"], bf16["k"], bf16["v"], 64)  # not the Triton pass by fallback
@@ -142,10 +141,7 @@ def test_lightning_gluon_output_pass_matches_the_reference(seg_chunks):
     assert rel_rmse(o, o_ref) <= BF16_BOUND
     assert rel_rmse(bf16["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
     assert rel_rmse(o, o_triton) <= 1e-2  # the Triton pass on the same inputs
-    cu = bf16["cu_seqlens"].tolist()
-    for n, slot in enumerate(bf16["state_indices"].tolist()):
-        if slot < 0:
-            assert torch.all(o[cu[n] : cu[n + 1]] == 0)
+    assert_padding_left_alone(before, bf16["state_pool"], o)
 
 
 @pytest.mark.parametrize("op", OPS)
