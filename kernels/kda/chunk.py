@@ -288,6 +288,8 @@ def _kda_intra_kernel(
     so the scratch does not grow with the batch), a separate launch so that the common case does not
     hold the levels' registers."""
     if LEVELS:
+        # one γ scratch for every chunk this program walks: a chunk's gathers from it all precede
+        # ``_solved``'s barrier, which every warp passes before the next chunk's stores
         scratch = gam_scratch + tl.cast(tl.program_id(0), tl.int64) * (C * BK)
         for pid in range(tl.program_id(0), n_programs, tl.num_programs(0)):
             if tl.load(redo + pid) != 0:
