@@ -23,16 +23,17 @@ from stampgen.kernels import gdn
 from stampgen.kernels._validation import KernelUnavailableError
 from stampgen.kernels.backends import PHASES, GDNAttnBackend
 from stampgen.kernels.runtime import ModelRunner, attn_backend_wrapper
+from tests.machines import CPU, SM90
 from tests.rules_search import PHASE_FLAG, VALUES, built, flag_slice, launched_runner
 
 GDN_ARCH = "Qwen3NextForCausalLM"
-_DEVICE = dict(sm_minor=0, head_k_dim=128, head_v_dim=128, flashinfer_gdn_prefill=True)
+_FI = dict(flashinfer_gdn_prefill=True)  # flashinfer.gdn_prefill importable on every machine of the search
 # name -> (runner facts, --mamba-ssm-dtype): Hopper, Blackwell (bf16 state, as FlashInfer needs), XPU, CPU
 MACHINES = {
-    "sm90": (dict(_DEVICE, platform="cuda", sm=9, cuda=13, pool_dtype="float32"), None),
-    "sm100": (dict(_DEVICE, platform="cuda", sm=10, cuda=13, pool_dtype="bfloat16"), "bfloat16"),
-    "xpu": (dict(_DEVICE, platform="xpu", sm=0, cuda=0, pool_dtype="float32"), None),
-    "cpu": (dict(_DEVICE, platform="cpu", sm=0, cuda=0, pool_dtype="float32"), None),
+    "sm90": (SM90, None),
+    "sm100": (SM90 | dict(sm=10, pool_dtype="bfloat16"), "bfloat16"),
+    "xpu": (CPU | dict(platform="xpu") | _FI, None),
+    "cpu": (CPU | _FI, None),
 }
 
 

@@ -25,14 +25,15 @@ from stampgen.kernels import kda
 from stampgen.kernels._validation import KernelUnavailableError
 from stampgen.kernels.backends import PHASES, KDAAttnBackend
 from stampgen.kernels.runtime import ModelRunner, attn_backend_wrapper
+from tests.machines import CPU, SM90
 from tests.rules_search import VALUES, built, flag_slice, launched_runner
 
 ARCHES = ("KimiLinearForCausalLM", "KimiK3ForCausalLM")  # plain KDA, safe-gate KDA
-_DEVICE = dict(sm_minor=0, head_k_dim=128, head_v_dim=128, flashinfer_gdn_prefill=False)
+_NO_GDN_FI = dict(flashinfer_gdn_prefill=False)  # GDN's FlashInfer-prefill fact, off on these KDA machines
 MACHINES = {
-    "sm90": (dict(_DEVICE, platform="cuda", sm=9, cuda=13, pool_dtype="float32"), None),
-    "sm100": (dict(_DEVICE, platform="cuda", sm=10, cuda=13, pool_dtype="bfloat16"), "bfloat16"),
-    "cpu": (dict(_DEVICE, platform="cpu", sm=0, cuda=0, pool_dtype="float32"), None),
+    "sm90": (SM90 | _NO_GDN_FI, None),
+    "sm100": (SM90 | dict(sm=10, pool_dtype="bfloat16") | _NO_GDN_FI, "bfloat16"),
+    "cpu": (CPU, None),
 }
 
 
