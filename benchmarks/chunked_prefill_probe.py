@@ -46,9 +46,9 @@ def make_case(seqlens: list[int]) -> dict:
 
 def default_config(op: str, chunk, inputs: dict):
     """The op's own launch configuration for these inputs (what ``chunk.prefill`` picks)."""
-    T, HV, V = inputs["v"].shape
     if op == "lightning":
-        return chunk.launch_config(T, HV, inputs["q"].shape[2], V)
+        return chunk.default_config(inputs["q"], inputs["k"], inputs["v"])
+    _, HV, V = inputs["v"].shape
     return chunk.launch_config(len(inputs["state_indices"]), HV, V)
 
 

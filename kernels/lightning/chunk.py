@@ -322,22 +322,24 @@ class LaunchConfig(NamedTuple):
     gluon_pdl: bool = True
 
 
-# Output-pass programs one SM holds at the default tiles (registers are the limit)
-_PROGRAMS_PER_SM = 2
-# A single sequence is cut into segments for this many waves of the output pass (measured on the H200 at
-# MiniMax's heads: four segments in two waves, 154.6 / 513.1 µs at 4k / 16k tokens, against 160.6 / 562.5
-# for two in one wave, 187.9 / 551.0 for eight; benchmarks/RESULTS.md). Measured for the Triton pass; the
-# Gluon pass, one program an SM, keeps these segments: at half as many it took 144.8 / 485.2 µs against
-# 146.6 / 450.2.
-_WAVES = 2
+# Output-pass programs one SM holds at the default tiles (registers are the limit), and the waves of
+# them a single sequence is cut into segments for: the Triton pass two an SM in two waves (measured on
+# the H200 at MiniMax's heads: four segments, 154.6 / 513.1 µs at 4k / 16k tokens, against 160.6 / 562.5
+# for two in one wave, 187.9 / 551.0 for eight, 173.5 at 4k for one); the Gluon pass, one an SM (its
+# shared memory), in one wave: its chunk step is ~1.4 µs in long programs and ~1.6 in short ones, and a
+# segment pass costs 39–52 µs at 4k (benchmarks/RESULTS.md)
+_PROGRAMS_PER_SM = {False: 2, True: 1}
+_WAVES = {False: 2, True: 1}
 
 
-def launch_config(num_tokens: int, num_v_heads: int, K: int, V: int, *, interpret: bool | None = None):
+def launch_config(
+    num_tokens: int, num_v_heads: int, K: int, V: int, *, gluon: bool = False, interpret: bool | None = None
+):
     """The configuration for a prefill of ``num_tokens`` tokens: V tiles of 64 (16 in the interpreter),
-    and a single sequence cut into segments for ``_WAVES`` waves of the output pass, never shorter than
-    four chunks. Narrower heads keep the 64-wide tile, masked: at 32 columns Triton 3.6's sm_90 build of
-    the output pass left the final states wrong (rel RMSE 0.25 on the H200, right in the interpreter) and
-    before TMA tiles read out of bounds, as GDN's state pass once did at that width."""
+    and a single sequence cut into segments for the output pass's waves (``gluon``: for the Gluon pass),
+    never shorter than four chunks. Narrower heads keep the 64-wide tile, masked: at 32 columns Triton
+    3.6's sm_90 build of the output pass left the final states wrong (rel RMSE 0.25 on the H200, right in
+    the interpreter) and before TMA tiles read out of bounds, as GDN's state pass once did at that width."""
     interpret = triton_interpreted() if interpret is None else interpret
     if interpret:
         # small tiles, and small cases still split into segments
@@ -345,7 +347,7 @@ def launch_config(num_tokens: int, num_v_heads: int, K: int, V: int, *, interpre
         return LaunchConfig(BV, 4, 1, 2, segment_block_v=16, segment_warps=4, segment_stages=1)
     block_v = 64
     tiles = num_v_heads * triton.cdiv(V, block_v)
-    segments = max(1, _WAVES * _PROGRAMS_PER_SM * SM_COUNT_HINT // tiles)
+    segments = max(1, _WAVES[gluon] * _PROGRAMS_PER_SM[gluon] * SM_COUNT_HINT // tiles)
     seg_chunks = max(4, triton.cdiv(triton.cdiv(max(num_tokens, 1), CHUNK_SIZE), segments))
     return LaunchConfig(block_v, 4, 2, seg_chunks)
 
@@ -363,7 +365,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
         return o
     BC = CHUNK_SIZE
     low = q.dtype == torch.bfloat16 and k.dtype == torch.bfloat16 and v.dtype == torch.bfloat16
-    config = config or launch_config(T, HV, K, V)
+    config = config or default_config(q, k, v)
     BK, BV = max(16, triton.next_power_of_2(K)), config.block_v
     seg_tokens = config.seg_chunks * BC
     n_segs = max_chunks(T, N, seg_tokens)
@@ -413,6 +415,23 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
         **shared, **({} if config.maxnreg is None else dict(maxnreg=config.maxnreg)),
     )  # fmt: skip
     return o
+
+
+def default_config(q, k, v) -> LaunchConfig:
+    """What ``prefill`` runs without a ``config``: ``launch_config`` for the output pass that will run
+    (the Gluon one where it applies at the default tiles: bf16, TMA, V tile 64)."""
+    T, HV, K, V = q.shape[0], v.shape[1], q.shape[2], v.shape[2]
+    config = launch_config(T, HV, K, V)
+    low = all(x.dtype == torch.bfloat16 for x in (q, k, v))
+    BK = max(16, triton.next_power_of_2(K))
+    gluon = (
+        config.gluon
+        and low
+        and not triton_interpreted()
+        and _tma_applies(q, k, v, BK, config.block_v, config.segment_block_v)
+        and _gluon_supported(q, k, v, config.block_v)
+    )
+    return launch_config(T, HV, K, V, gluon=True) if gluon else config
 
 
 def _gluon_supported(q, k, v, block_v: int) -> bool:

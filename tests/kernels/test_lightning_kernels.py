@@ -189,13 +189,16 @@ def test_triton_prefill_cut_into_segments_matches_the_reference(seg_chunks, gate
     assert_padding_left_alone(inputs, tri["state_pool"], o_tri)
 
 
-def test_a_single_sequence_is_cut_for_two_waves_and_never_below_four_chunks():
+def test_a_single_sequence_is_cut_for_the_output_pass_waves_and_never_below_four_chunks():
     from stampgen.kernels.lightning.chunk import launch_config
 
-    # MiniMax heads, V tiles of 64: 128 programs a segment; two waves of 2 · 132 slots
+    # MiniMax heads, V tiles of 64: 128 programs a segment. The Triton pass: two waves of 2 · 132 slots
     assert launch_config(4096, 64, 128, 128, interpret=False).seg_chunks == 16  # 64 chunks, 4 segments
     assert launch_config(16 * 2048, 64, 128, 128, interpret=False).seg_chunks == 128
     assert launch_config(100, 64, 128, 128, interpret=False).seg_chunks == 4
+    # the Gluon pass: one wave of 132 slots, so MiniMax's heads fill it unsplit; 8 heads take 8 segments
+    assert launch_config(4096, 64, 128, 128, gluon=True, interpret=False).seg_chunks == 64
+    assert launch_config(16384, 8, 128, 128, gluon=True, interpret=False).seg_chunks == 32
 
 
 def test_a_zero_length_sequence_leaves_its_slot_bit_identical():
