@@ -157,11 +157,15 @@ def _levels_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0, n_r
 def _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, q_gate, k_gate, last, tok0, ok, c, hv, offs, mask,
                  HV: tl.constexpr, K, C: tl.constexpr, kin_c, kin_gate):  # fmt: skip
     """Stores one key block of Q̃ = q_c ⊙ q_gate, K̃ = k_c ⊙ k_gate, kin_c ⊙ kin_gate (K ⊙ exp γ, made W
-    by ``_solved``) and d = exp(last) (the chunk's decay, per global chunk ``c``)."""
+    by ``_solved``) and d = exp(last) (the chunk's decay, per global chunk ``c``). K̃ goes to the chunk's
+    own C rows (row c · C + i), zeros past the sequence: the state pass takes a chunk's K̃ whole and
+    contracts over its rows, so rows of the next sequence there would let a NaN of that sequence's into
+    this one's state (0 · NaN), and by chunk nothing of another sequence's is in the tile."""
     rows = tl.arange(0, C)
     out_rows = ((tok0 + rows) * HV + hv) * K
     _put(q_out, out_rows, ok, offs, mask, q_c * q_gate)
-    _put(k_out, out_rows, ok, offs, mask, k_c * k_gate)
+    chunk_rows = ((tl.cast(c, tl.int64) * C + rows) * HV + hv) * K
+    _put(k_out, chunk_rows, rows < C, offs, mask, k_c * k_gate)  # k_c is zero past the sequence
     _put(kin_out, out_rows, ok, offs, mask, kin_c * kin_gate)
     tl.store(d_out + (tl.cast(c, tl.int64) * HV + hv) * K + offs, decay(last), mask=mask)
 
@@ -353,9 +357,9 @@ def _state_chunk(S, inputs, descs, tok0, n_rows, chunk, hv, offs_k, mask_k, v0, 
                  HV: tl.constexpr, C: tl.constexpr, IN_PREC: tl.constexpr, TMA: tl.constexpr):  # fmt: skip
     """One chunk of the state pass (rows ``tok0`` to ``tok0 + min(n_rows, C)``, global chunk ``chunk``):
     its output rows stored, the next state returned. ``TMA``: the tiles come whole through ``descs``, rows
-    past the sequence included (the next sequence's, finite, or zeros past the buffer), and their rows
-    of the new values are zeroed so that they add nothing to the state; otherwise through pointers,
-    zeros past the sequence."""
+    past the sequence included (the next sequence's, or zeros past the buffer); the new values' rows
+    there are zeroed and K̃ is stored by chunk with zero rows past the sequence (``_gated_tiles``), so
+    that they add nothing to the state; otherwise through pointers, zeros past the sequence."""
     q_in, k_in, w_in, u_in, p_in, d_in, o = inputs
     q_desc, k_desc, w_desc, u_desc, p_desc = descs
     rows = tl.arange(0, C)
@@ -364,7 +368,7 @@ def _state_chunk(S, inputs, descs, tok0, n_rows, chunk, hv, offs_k, mask_k, v0, 
     head_k, head_v = hv * K, hv * V + v0
     w_c = chunk_tile(w_desc, w_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
     q_c = chunk_tile(q_desc, q_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
-    k_c = chunk_tile(k_desc, k_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
+    k_c = chunk_tile(k_desc, k_in, chunk * C, rows, HV * K, head_k, offs_k, K, n_rows, TMA)  # by chunk
     p_c = chunk_tile(p_desc, p_in, tok0, rows, HV * C, hv * C, rows, C, n_rows, TMA)
     u_c = chunk_tile(u_desc, u_in, tok0, rows, HV * V, head_v, offs_v - v0, V - v0, n_rows, TMA)
     d_c = tl.load(d_in + (chunk * HV + hv) * K + offs_k, mask=mask_k, other=0.0)
@@ -491,7 +495,8 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
     dt, dev = v.dtype, q.device
     prec, in_prec = _precision(dt)
     offsets = chunk_offsets(cu_seqlens, C, torch.empty(N + 1, dtype=torch.int32, device=dev))
-    q_t, k_t, w = (torch.empty((T, HV, K), dtype=dt, device=dev) for _ in range(3))
+    q_t, w = (torch.empty((T, HV, K), dtype=dt, device=dev) for _ in range(2))
+    k_t = torch.empty((NC * C, HV, K), dtype=dt, device=dev)  # K̃ by chunk: C rows each (``_gated_tiles``)
     u = torch.empty((T, HV, V), dtype=dt, device=dev)
     p = torch.empty((T, HV, C), dtype=dt, device=dev)
     d = torch.empty((NC, HV, K), dtype=torch.float32, device=dev)

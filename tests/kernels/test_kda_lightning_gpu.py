@@ -92,6 +92,30 @@ def test_kda_state_pass_paths_match_the_reference(block_v, tma):
     assert_padding_left_alone(before, bf16["state_pool"], o)
 
 
+@pytest.mark.parametrize("tma", [True, False], ids=["tma", "pointers"])
+def test_kda_prefill_keeps_a_nan_in_one_sequence_out_of_its_neighbours(tma):
+    # The state pass by TMA takes a partial last chunk's tile whole, the next sequence's first rows with
+    # it: a NaN there (one request's bad input) must not reach this sequence's outputs or final state
+    from stampgen.kernels.kda import chunk
+
+    seqlens = [100, 200, 64]  # the first ends 36 rows into a chunk; the second starts on the next row
+    bf16, upcast, _ = bf16_inputs(
+        "kda", "prefill", "normal", N=len(seqlens), seqlens=seqlens, **OPS["kda"]["heads"], seed=8
+    )
+    for inputs in (bf16, upcast):
+        inputs["k"][100:103] = float("nan")
+        inputs["v"][100:103] = float("nan")
+    config = chunk.LaunchConfig(tma=tma)
+    o = chunk.prefill(**bf16, scale=OPS["kda"]["heads"]["K"] ** -0.5, config=config)
+    o_ref = kda.prefill(**upcast, backend="torch")
+    slots = bf16["state_indices"].long()
+    for n, rows in ((0, slice(0, 100)), (2, slice(300, 364))):
+        assert torch.isfinite(o[rows]).all() and torch.isfinite(bf16["state_pool"][slots[n]]).all()
+        assert rel_rmse(o[rows], o_ref[rows]) <= BF16_BOUND
+        assert rel_rmse(bf16["state_pool"][slots[n]], upcast["state_pool"][slots[n]]) <= BF16_BOUND
+    assert torch.isnan(o[100:300]).any()  # the bad sequence itself does see its NaN
+
+
 @pytest.mark.parametrize(
     "shape", [dict(H=2, HV=4, K=64, V=32), dict(H=4, HV=4, K=128, V=48)], ids=["V32", "V48"]
 )
