@@ -326,8 +326,9 @@ class LaunchConfig(NamedTuple):
 # them a single sequence is cut into segments for: the Triton pass two an SM in two waves (measured on
 # the H200 at MiniMax's heads: four segments, 154.6 / 513.1 µs at 4k / 16k tokens, against 160.6 / 562.5
 # for two in one wave, 187.9 / 551.0 for eight, 173.5 at 4k for one); the Gluon pass, one an SM (its
-# shared memory), in one wave: its chunk step is ~1.4 µs in long programs and ~1.6 in short ones, and a
-# segment pass costs 39–52 µs at 4k (benchmarks/RESULTS.md)
+# shared memory), in one wave: its chunk step is ~1.3 µs in long programs and ~1.6 in short ones, and a
+# segment pass costs 38–52 µs at 4k, so at MiniMax's heads one segment (no segment pass) takes 87.4 /
+# 313.1 µs at 4k / 16k against 110.1 / 369.2 for two and 148.7 / 454.8 for four (benchmarks/RESULTS.md)
 _PROGRAMS_PER_SM = {False: 2, True: 1}
 _WAVES = {False: 2, True: 1}
 
