@@ -27,15 +27,15 @@ chunk decays past e^88: docs/kernels.md, "Numerical pitfalls"):
 
 1. ``_chunk_offsets_kernel`` (``kernels.chunked.chunk_map``): each sequence's first global chunk index.
 2. ``_kda_intra_kernel``, launched twice: one program per (global chunk, v-head) through the middle row,
-   then the levels for the chunks it marked: Q̃, K̃, W, Ũ, P (token-major, the input dtype) and d (fp32,
-   per chunk).
+   then the levels for the chunks it marked: Q̃, W, Ũ, P (token-major, the input dtype), K̃ (by chunk:
+   C rows each, zeros past the sequence) and d (fp32, per chunk).
 3. ``_kda_state_kernel``, one program per (sequence, v-head, V-tile): walks the chunks with its fp32
    [K, BV] state tile in registers (the V columns evolve independently under the delta rule), its
    tiles by TMA on the GPU, writes O and finally the pool.
 
 Rows past a sequence's end in its last chunk add nothing to the state and do not decay it: through
-pointers they read as 0; by TMA they are the next sequence's rows (or zeros past the buffer), and their
-rows of U are zeroed. Padding (index −1): zero initial state, zero output, nothing stored. Zero-length
+pointers they read as 0; by TMA they are the next sequence's rows (or zeros past the buffer): their
+rows of U are zeroed, and K̃'s, the one operand contracted over the rows, are zeros of this chunk's own. Padding (index −1): zero initial state, zero output, nothing stored. Zero-length
 sequences store their state back unchanged. No host sync anywhere.
 """
 
