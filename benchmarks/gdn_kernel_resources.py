@@ -117,7 +117,8 @@ ARG_TYPES = dict(
     d_in=F32,
 )
 
-# The lightning prefill at MiniMax's heads: bf16, TMA tiles, a segment of 16 chunks (4k tokens' default)
+# The lightning prefill's Triton passes at MiniMax's heads: bf16, TMA tiles, a segment of 16 chunks (4k
+# tokens' default for the Triton output pass)
 _LIGHTNING = dict(H=64, HV=64, K=128, V=128, BK=128, BC=64, SEG_CHUNKS=16, LOW=True, TMA=True)
 # The KDA prefill at Kimi-Linear's heads (H = HV = 32), bf16
 _KDA = dict(H=32, HV=32, K=128, V=128, BK=128, C=64)
@@ -155,7 +156,17 @@ KERNELS = {
     ),
     "lightning_gluon": (
         lightning_gluon._lightning_gluon_output_kernel,
-        dict(H=64, HV=64, K=128, V=128, SEG_CHUNKS=16, PDL=False),
+        # its own segments at 4k tokens: one wave of one program an SM (64 chunks, the whole sequence)
+        dict(
+            H=64,
+            HV=64,
+            K=128,
+            V=128,
+            PDL=False,
+            SEG_CHUNKS=lightning_chunk.launch_config(
+                4096, 64, 128, 128, gluon=True, interpret=False
+            ).seg_chunks,
+        ),
     ),
 }
 
