@@ -147,7 +147,11 @@ KERNELS = {
     "carry": (chunk_state._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
     "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
-    "kda_intra": (kda_chunk._kda_intra_kernel, _KDA | dict(BV=64, PREC="tf32", IN_PREC=None, SOLVE_16=True)),
+    # K̃ by chunk, as for the state pass's TMA tiles
+    "kda_intra": (
+        kda_chunk._kda_intra_kernel,
+        _KDA | dict(BV=64, PREC="tf32", IN_PREC=None, SOLVE_16=True, K_BY_CHUNK=True),
+    ),
     "kda_state": (kda_chunk._kda_state_kernel, _KDA | dict(IN_PREC=None, TMA=True)),
     "lightning_output": (lightning_chunk._lightning_output_kernel, _LIGHTNING),
     "lightning_segment": (
@@ -283,6 +287,13 @@ VARIANTS = [
     ("kda_intra", "key block 128", dict(BKB=128, LEVELS=False), _kda.intra_warps, 1),
     ("kda_intra", "8 warps", dict(BKB=_kda.key_block, LEVELS=False), 8, 1),
     ("kda_intra", "levels", dict(BKB=_kda.key_block, LEVELS=True), _kda.intra_warps, 1),
+    (
+        "kda_intra",
+        "K̃ by token",
+        dict(BKB=_kda.key_block, LEVELS=False, K_BY_CHUNK=False),
+        _kda.intra_warps,
+        1,
+    ),
     ("kda_state", "default", dict(BV=32), _kda.warps, _kda.stages),
     ("kda_state", "BV=16", dict(BV=16), _kda.warps, _kda.stages),
     ("kda_state", "2 stages", dict(BV=32), _kda.warps, 2),

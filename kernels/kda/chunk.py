@@ -27,8 +27,9 @@ chunk decays past e^88: docs/kernels.md, "Numerical pitfalls"):
 
 1. ``_chunk_offsets_kernel`` (``kernels.chunked.chunk_map``): each sequence's first global chunk index.
 2. ``_kda_intra_kernel``, launched twice: one program per (global chunk, v-head) through the middle row,
-   then the levels for the chunks it marked: Q̃, W, Ũ, P (token-major, the input dtype), K̃ (by chunk:
-   C rows each, zeros past the sequence) and d (fp32, per chunk).
+   then the levels for the chunks it marked: Q̃, W, Ũ, P (token-major, the input dtype), K̃ (by chunk,
+   C rows each with zeros past the sequence, where the state pass takes TMA tiles; else token-major) and
+   d (fp32, per chunk).
 3. ``_kda_state_kernel``, one program per (sequence, v-head, V-tile): walks the chunks with its fp32
    [K, BV] state tile in registers (the V columns evolve independently under the delta rule), its
    tiles by TMA on the GPU, writes O and finally the pool.
@@ -116,7 +117,7 @@ def _halving_level(A, P, q_c, k_c, gam, gam_rows, offs, rows, HALF: tl.constexpr
 @triton.jit
 def _levels_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0, n_rows, c, hv, stride_q_tok,
                    qk_head, scale, K, HV: tl.constexpr, BK: tl.constexpr, BKB: tl.constexpr,
-                   C: tl.constexpr, PREC: tl.constexpr):  # fmt: skip
+                   C: tl.constexpr, PREC: tl.constexpr, BY_CHUNK: tl.constexpr):  # fmt: skip
     """(A without β, P without scale) of one chunk whatever its decay, [C, C] fp32, summed over blocks of
     BKB key channels (the decay is per channel, so every block stands alone); Q̃, K̃, K ⊙ exp γ and d
     stored (``_gated_tiles``). ``gam_scratch``: this program's own [C, BK] of γ.
@@ -149,23 +150,25 @@ def _levels_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0, n_r
         last = tl.sum(g_c, 0)
         to_start = decay(gam)
         _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, to_start * scale, decay(last[None, :] - gam),
-                     last, tok0, ok, c, hv, offs, mask, HV, K, C, k_c, to_start)  # fmt: skip
+                     last, tok0, ok, c, hv, offs, mask, HV, K, C, k_c, to_start, BY_CHUNK)  # fmt: skip
     return A, P
 
 
 @triton.jit
 def _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, q_gate, k_gate, last, tok0, ok, c, hv, offs, mask,
-                 HV: tl.constexpr, K, C: tl.constexpr, kin_c, kin_gate):  # fmt: skip
+                 HV: tl.constexpr, K, C: tl.constexpr, kin_c, kin_gate, BY_CHUNK: tl.constexpr):  # fmt: skip
     """Stores one key block of Q̃ = q_c ⊙ q_gate, K̃ = k_c ⊙ k_gate, kin_c ⊙ kin_gate (K ⊙ exp γ, made W
-    by ``_solved``) and d = exp(last) (the chunk's decay, per global chunk ``c``). K̃ goes to the chunk's
-    own C rows (row c · C + i), zeros past the sequence: the state pass takes a chunk's K̃ whole and
-    contracts over its rows, so rows of the next sequence there would let a NaN of that sequence's into
-    this one's state (0 · NaN), and by chunk nothing of another sequence's is in the tile."""
+    by ``_solved``) and d = exp(last) (the chunk's decay, per global chunk ``c``). ``BY_CHUNK``: K̃ goes
+    to the chunk's own C rows (row c · C + i), zeros past the sequence, for the state pass's TMA tiles
+    (``_k_by_chunk``); otherwise token-major like the others."""
     rows = tl.arange(0, C)
     out_rows = ((tok0 + rows) * HV + hv) * K
     _put(q_out, out_rows, ok, offs, mask, q_c * q_gate)
-    chunk_rows = ((tl.cast(c, tl.int64) * C + rows) * HV + hv) * K
-    _put(k_out, chunk_rows, rows < C, offs, mask, k_c * k_gate)  # k_c is zero past the sequence
+    if BY_CHUNK:
+        chunk_rows = ((tl.cast(c, tl.int64) * C + rows) * HV + hv) * K
+        _put(k_out, chunk_rows, rows < C, offs, mask, k_c * k_gate)  # k_c is zero past the sequence
+    else:
+        _put(k_out, out_rows, ok, offs, mask, k_c * k_gate)
     _put(kin_out, out_rows, ok, offs, mask, kin_c * kin_gate)
     tl.store(d_out + (tl.cast(c, tl.int64) * HV + hv) * K + offs, decay(last), mask=mask)
 
@@ -173,7 +176,7 @@ def _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, q_gate, k_gate, last, t
 @triton.jit
 def _middle_row_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0, n_rows, c, hv, stride_q_tok, qk_head,
                        scale, K, HV: tl.constexpr, BK: tl.constexpr, BKB: tl.constexpr, C: tl.constexpr,
-                       PREC: tl.constexpr):  # fmt: skip
+                       PREC: tl.constexpr, BY_CHUNK: tl.constexpr):  # fmt: skip
     """``_levels_blocks``' A and P, and whether they are wrong: one product each for the whole chunk
     through its middle row r, exp(γ_i − γ_j) = exp(γ_i − γ_r) · exp(γ_r − γ_j), right wherever the chunk
     decays by at most ``SAFE_SPAN`` in every channel (each factor is then within e^±span: finite and
@@ -216,7 +219,7 @@ def _middle_row_blocks(q, k, g, q_out, k_out, kin_out, d_out, gam_scratch, tok0,
         ref_decay = decay(ref)
         _gated_tiles(q_out, k_out, kin_out, d_out, q_from, k_to, (ref_decay * scale)[None, :],
                      decay(last - ref)[None, :], last, tok0, ok, c, hv, offs, mask, HV, K, C,
-                     k_from, ref_decay[None, :])  # fmt: skip
+                     k_from, ref_decay[None, :], BY_CHUNK)  # fmt: skip
     A = tl.where(lower, A, 0.0)
     P = tl.where(lower | (rows[:, None] == rows[None, :]), P, 0.0)
     return A, P, worst > SAFE_SPAN
@@ -285,6 +288,7 @@ def _kda_intra_kernel(
     IN_PREC: tl.constexpr,
     SOLVE_16: tl.constexpr,
     LEVELS: tl.constexpr,
+    K_BY_CHUNK: tl.constexpr,
 ):
     """Launched twice: first one program per (global chunk, v-head) through the middle row (``LEVELS``
     false), which marks in ``redo`` the chunks that decay too fast for it; then by the halving levels for
@@ -300,7 +304,7 @@ def _kda_intra_kernel(
                 _intra_program(
                     pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_out, scratch, redo, cu_seqlens,
                     offsets, N, stride_q_tok, stride_q_head, stride_v_tok, stride_v_head, scale, H, HV, K, V,
-                    BK, BKB, BV, C, PREC, IN_PREC, SOLVE_16, True,
+                    BK, BKB, BV, C, PREC, IN_PREC, SOLVE_16, True, K_BY_CHUNK,
                 )  # fmt: skip
     else:
         pid = tl.program_id(0)
@@ -308,7 +312,7 @@ def _kda_intra_kernel(
             pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_out,
             rows_scratch + tl.cast(pid, tl.int64) * (2 * BK), redo, cu_seqlens, offsets, N, stride_q_tok,
             stride_q_head, stride_v_tok, stride_v_head, scale, H, HV, K, V, BK, BKB, BV, C, PREC, IN_PREC,
-            SOLVE_16, False,
+            SOLVE_16, False, K_BY_CHUNK,
         )  # fmt: skip
 
 
@@ -317,7 +321,8 @@ def _intra_program(pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_o
                    cu_seqlens, offsets, N, stride_q_tok, stride_q_head, stride_v_tok, stride_v_head, scale,
                    H: tl.constexpr, HV: tl.constexpr, K: tl.constexpr, V: tl.constexpr, BK: tl.constexpr,
                    BKB: tl.constexpr, BV: tl.constexpr, C: tl.constexpr, PREC: tl.constexpr,
-                   IN_PREC: tl.constexpr, SOLVE_16: tl.constexpr, LEVELS: tl.constexpr):  # fmt: skip
+                   IN_PREC: tl.constexpr, SOLVE_16: tl.constexpr, LEVELS: tl.constexpr,
+                   K_BY_CHUNK: tl.constexpr):  # fmt: skip
     """Chunk ``pid // HV`` of the launch for value head ``pid % HV`` (``_kda_intra_kernel``)."""
     hv = pid % HV
     c = pid // HV
@@ -333,7 +338,7 @@ def _intra_program(pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_o
         if LEVELS:
             A, P = _levels_blocks(
                 q, k, g, q_out, k_out, w_out, d_out, scratch, tok0, eos - tok0, c, hv, stride_q_tok, qk_head,
-                scale, K, HV, BK, BKB, C, PREC,
+                scale, K, HV, BK, BKB, C, PREC, K_BY_CHUNK,
             )  # fmt: skip
             _solved(
                 A, P, v, beta, w_out, u_out, p_out, tok0, eos - tok0, hv, stride_v_tok, stride_v_head, scale,
@@ -342,7 +347,7 @@ def _intra_program(pid, q, k, v, g, beta, q_out, k_out, w_out, u_out, p_out, d_o
         else:
             A, P, too_fast = _middle_row_blocks(
                 q, k, g, q_out, k_out, w_out, d_out, scratch, tok0, eos - tok0, c, hv, stride_q_tok, qk_head,
-                scale, K, HV, BK, BKB, C, PREC,
+                scale, K, HV, BK, BKB, C, PREC, K_BY_CHUNK,
             )  # fmt: skip
             tl.store(redo + pid, too_fast.to(tl.int32))
             if not too_fast:
@@ -359,7 +364,8 @@ def _state_chunk(S, inputs, descs, tok0, n_rows, chunk, hv, offs_k, mask_k, v0, 
     its output rows stored, the next state returned. ``TMA``: the tiles come whole through ``descs``, rows
     past the sequence included (the next sequence's, or zeros past the buffer); the new values' rows
     there are zeroed and K̃ is stored by chunk with zero rows past the sequence (``_gated_tiles``), so
-    that they add nothing to the state; otherwise through pointers, zeros past the sequence."""
+    that they add nothing to the state; otherwise through pointers, zeros past the sequence (K̃ by
+    token)."""
     q_in, k_in, w_in, u_in, p_in, d_in, o = inputs
     q_desc, k_desc, w_desc, u_desc, p_desc = descs
     rows = tl.arange(0, C)
@@ -368,7 +374,11 @@ def _state_chunk(S, inputs, descs, tok0, n_rows, chunk, hv, offs_k, mask_k, v0, 
     head_k, head_v = hv * K, hv * V + v0
     w_c = chunk_tile(w_desc, w_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
     q_c = chunk_tile(q_desc, q_in, tok0, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
-    k_c = chunk_tile(k_desc, k_in, chunk * C, rows, HV * K, head_k, offs_k, K, n_rows, TMA)  # by chunk
+    if TMA:
+        k_row = chunk * C  # K̃ by chunk: C rows of this chunk's own (``_gated_tiles``)
+    else:
+        k_row = tok0
+    k_c = chunk_tile(k_desc, k_in, k_row, rows, HV * K, head_k, offs_k, K, n_rows, TMA)
     p_c = chunk_tile(p_desc, p_in, tok0, rows, HV * C, hv * C, rows, C, n_rows, TMA)
     u_c = chunk_tile(u_desc, u_in, tok0, rows, HV * V, head_v, offs_v - v0, V - v0, n_rows, TMA)
     d_c = tl.load(d_in + (chunk * HV + hv) * K + offs_k, mask=mask_k, other=0.0)
@@ -453,11 +463,21 @@ def launch_config(N: int, HV: int, V: int) -> LaunchConfig:
     return LaunchConfig(block_v=block_v)
 
 
-def _tma_applies(x: torch.Tensor, K: int, BK: int, V: int, BV: int) -> bool:
+def _tma_applies(x: torch.Tensor, K: int, BK: int, V: int, BV: int, T: int, n_chunks: int) -> bool:
     """Whether the state pass's tiles come by TMA: on a GPU (not the interpreter), 16-bit operands,
-    tiles inside their head (K a power of two, V a multiple of the V tile). The operands are this
-    module's own contiguous buffers, so their alignment holds."""
-    return not triton_interpreted() and x.is_cuda and x.dtype != torch.float32 and K == BK and V % BV == 0
+    tiles inside their head (K a power of two, V a multiple of the V tile), and K̃ by chunk (``C`` rows a
+    chunk, for at most ``n_chunks`` chunks) no more than twice its T rows by token: a batch of many short
+    sequences takes pointers, whose masked loads need K̃ only by token (a thousand one-token sequences
+    would otherwise hold 64 rows of K̃ each). The operands are this module's own contiguous buffers, so
+    their alignment holds."""
+    gpu = not triton_interpreted() and x.is_cuda and x.dtype != torch.float32
+    return gpu and K == BK and V % BV == 0 and _chunk_rows_fit(T, n_chunks)
+
+
+def _chunk_rows_fit(T: int, n_chunks: int) -> bool:
+    """Whether K̃ by chunk (``CHUNK_SIZE`` rows for each of at most ``n_chunks`` chunks) takes at most
+    twice the T rows it takes by token."""
+    return n_chunks * CHUNK_SIZE <= 2 * T
 
 
 def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:
@@ -495,8 +515,11 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
     dt, dev = v.dtype, q.device
     prec, in_prec = _precision(dt)
     offsets = chunk_offsets(cu_seqlens, C, torch.empty(N + 1, dtype=torch.int32, device=dev))
+    BV = config.block_v or launch_config(N, HV, V).block_v
+    tma = config.tma and _tma_applies(v, K, BK, V, BV, T, NC)
     q_t, w = (torch.empty((T, HV, K), dtype=dt, device=dev) for _ in range(2))
-    k_t = torch.empty((NC * C, HV, K), dtype=dt, device=dev)  # K̃ by chunk: C rows each (``_gated_tiles``)
+    # K̃ by chunk (C rows each) for TMA tiles, else by token (``_gated_tiles``)
+    k_t = torch.empty((NC * C if tma else T, HV, K), dtype=dt, device=dev)
     u = torch.empty((T, HV, V), dtype=dt, device=dev)
     p = torch.empty((T, HV, C), dtype=dt, device=dev)
     d = torch.empty((NC, HV, K), dtype=torch.float32, device=dev)
@@ -511,11 +534,9 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
             q, k, v, g, beta, q_t, k_t, w, u, p, d, gam, rows, redo, NC * HV, cu_seqlens, offsets, N,
             q.stride(0), q.stride(1), v.stride(0), v.stride(1), scale,
             H=H, HV=HV, K=K, V=V, BK=BK, BKB=min(config.key_block, BK), BV=min(BV_full, 64), C=C,
-            PREC=prec, IN_PREC=in_prec, SOLVE_16=dt != torch.float32, LEVELS=levels,
+            PREC=prec, IN_PREC=in_prec, SOLVE_16=dt != torch.float32, LEVELS=levels, K_BY_CHUNK=tma,
             num_warps=config.intra_warps,
         )  # fmt: skip
-    BV = config.block_v or launch_config(N, HV, V).block_v
-    tma = config.tma and _tma_applies(q_t, K, BK, V, BV)
     descs = [
         _descriptor(x, cols) if tma else None for x, cols in ((q_t, BK), (k_t, BK), (w, BK), (u, BV), (p, C))
     ]

@@ -368,3 +368,18 @@ def test_the_state_pass_takes_wide_v_tiles_only_where_two_programs_an_sm_remain(
     assert chunk.launch_config(1, 32, 128).block_v == 32  # one sequence: 128 programs of 32 columns
     assert chunk.launch_config(16, 32, 128).block_v == 64  # a batch: 1024 programs of 64
     assert chunk.launch_config(4, 2, 16).block_v == 16  # narrow heads: the whole head
+
+
+def test_k_by_chunk_for_tma_only_where_it_at_most_doubles_its_rows():
+    # K̃ by chunk takes 64 rows a chunk; by token, T rows. A batch of many short sequences keeps the
+    # pointer path (by token) rather than hold 64 rows for each one-token sequence.
+    from stampgen.kernels.chunked.chunk_map import max_chunks
+
+    chunk = pytest.importorskip("stampgen.kernels.kda.chunk")
+    C = chunk.CHUNK_SIZE
+    assert chunk._chunk_rows_fit(16 * 2048, max_chunks(16 * 2048, 16, C))  # serving's batch
+    assert chunk._chunk_rows_fit(4096, max_chunks(4096, 1, C))  # one sequence
+    assert chunk._chunk_rows_fit(800, max_chunks(800, 8, C))  # eight of 100 tokens
+    assert not chunk._chunk_rows_fit(1024, max_chunks(1024, 1024, C))  # a thousand of one token
+    assert chunk._chunk_rows_fit(40, max_chunks(40, 1, C))  # 64 rows for 40 tokens
+    assert not chunk._chunk_rows_fit(20, max_chunks(20, 1, C))  # 64 rows for 20
