@@ -34,7 +34,8 @@ zeros and their weights are masked to exp(−inf) = 0 before they could overflow
 exponent (L − 1 − j) g would be positive). Padding (index −1): zero state, zero output (its output
 weights are zeroed once per program), nothing stored. Products: for bf16 inputs the operands are bf16
 (Q, K, V as given; the decayed V, the weighted Q Kᵀ and S rounded to bf16), fp32 accumulation, the
-carried state fp32; otherwise fp32 operands (tf32 on a GPU, exact in the interpreter). No host sync anywhere: grids and scratch are sized by upper bounds.
+carried state fp32; otherwise fp32 operands (tf32 on a GPU, exact in the interpreter). No host sync
+anywhere: grids and scratch are sized by upper bounds.
 """
 
 from __future__ import annotations
@@ -384,7 +385,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
         else (None,) * 5
     )
     shared = dict(H=H, HV=HV, K=K, V=V, BK=BK, BC=BC, SEG_CHUNKS=config.seg_chunks, LOW=low, TMA=tma)
-    gluon = tma and config.gluon and low and not triton_interpreted() and _gluon_supported(q, k, v, BV)
+    gluon = _gluon_runs(q, k, v, config)
     pdl = gluon and split and config.gluon_pdl
     segment_args = (
         k, v, g, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets, k_desc, v_seg_desc,
@@ -420,26 +421,24 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale, c
 
 def default_config(q, k, v) -> LaunchConfig:
     """What ``prefill`` runs without a ``config``: ``launch_config`` for the output pass that will run
-    (the Gluon one where it applies at the default tiles: bf16, TMA, V tile 64)."""
+    (``_gluon_runs`` at the default tiles)."""
     T, HV, K, V = q.shape[0], v.shape[1], q.shape[2], v.shape[2]
     config = launch_config(T, HV, K, V)
-    low = all(x.dtype == torch.bfloat16 for x in (q, k, v))
-    BK = max(16, triton.next_power_of_2(K))
-    gluon = (
-        config.gluon
-        and low
-        and not triton_interpreted()
-        and _tma_applies(q, k, v, BK, config.block_v, config.segment_block_v)
-        and _gluon_supported(q, k, v, config.block_v)
-    )
-    return launch_config(T, HV, K, V, gluon=True) if gluon else config
+    return launch_config(T, HV, K, V, gluon=True) if _gluon_runs(q, k, v, config) else config
 
 
-def _gluon_supported(q, k, v, block_v: int) -> bool:
-    """``chunk_gluon.supported``, imported only where the Gluon pass may run."""
+def _gluon_runs(q, k, v, config: LaunchConfig) -> bool:
+    """Whether ``prefill`` under ``config`` runs the Gluon output pass: asked for (``config.gluon``),
+    bf16 q / k / v, TMA tiles (``_tma_applies``, never in the interpreter) and ``chunk_gluon.supported``
+    (imported only then)."""
+    if not config.gluon or any(x.dtype != torch.bfloat16 for x in (q, k, v)):
+        return False
+    BK = max(16, triton.next_power_of_2(q.shape[2]))
+    if not _tma_applies(q, k, v, BK, config.block_v, config.segment_block_v):
+        return False
     from stampgen.kernels.lightning import chunk_gluon
 
-    return chunk_gluon.supported(q, k, v, block_v)
+    return chunk_gluon.supported(q, k, v, config.block_v)
 
 
 def _tma_applies(q, k, v, BK: int, *v_tiles: int) -> bool:
