@@ -11,7 +11,8 @@
 * :mod:`.solve` (Triton): a chunk's ``(I + A)⁻¹ diag(β)`` for the delta-rule prefills (GDN's and KDA's);
 * :mod:`.reference`: the token-by-token torch driver behind every op's ``naive`` backend, given the op's
   one-token step;
-* :mod:`.library`: the ``torch.library`` registration of an op's three phases.
+* :mod:`.library`: the ``torch.library`` registration of an op's three phases;
+* :mod:`.gluon_pdl` (Gluon): programmatic dependent launch in GDN's and lightning's Gluon passes.
 
 Importing this package imports no Triton; :mod:`.blocks` and :mod:`.recurrent` do.
 """

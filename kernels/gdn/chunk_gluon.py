@@ -59,6 +59,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from stampgen.kernels.chunked.gluon_pdl import wait_for_primary
 from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
@@ -75,14 +76,6 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 def programs(v_heads: int, v_dim: int, n_seqs: int) -> int:
     """This pass's grid: one program per (V tile, value head, sequence)."""
     return triton.cdiv(v_dim, BLOCK_V) * v_heads * n_seqs
-
-
-@gluon.jit
-def _wait_for_intra():
-    """Launched as a programmatic dependent of the intra launch (``LaunchConfig.gluon_pdl``): this
-    program may start while the intra launch's last programs run, and waits here, before its first
-    read of Tβ or the gate sums, until that launch has finished and its writes are visible."""
-    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
 
 
 @gluon.jit
@@ -307,7 +300,10 @@ def _gdn_gluon_state_kernel(
     # The state S[K, BV] (logical K×V): the pool is not the intra launch's, so it is read before the wait.
     state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v))
     if PDL:
-        _wait_for_intra()
+        # launched as the intra launch's programmatic dependent (``LaunchConfig.gluon_pdl``): this
+        # program may start while the intra launch's last programs run; it waits before its first read
+        # of Tβ or the gate sums
+        wait_for_primary()
     # The first full chunk's tiles; each step then asks for the next one's first.
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)

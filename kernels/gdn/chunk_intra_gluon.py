@@ -51,6 +51,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma,
 )
 
+from stampgen.kernels.chunked.gluon_pdl import launch_dependents
 from stampgen.kernels.gdn import chunk_tma
 from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
 
@@ -81,15 +82,6 @@ def _log2(x):
     what Tβ keeps)."""
     return gl.inline_asm_elementwise(
         "lg2.approx.ftz.f32 $0, $1;", "=f,f", [x], dtype=gl.float32, is_pure=True, pack=1
-    )
-
-
-@gluon.jit
-def _launch_dependents():
-    """Let the launch after this one (the Gluon state pass, ``gluon_pdl``) start its programs; it waits
-    for this launch's end before it reads what this launch writes."""
-    gl.inline_asm_elementwise(
-        "griddepcontrol.launch_dependents; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1
     )
 
 
@@ -198,7 +190,9 @@ def _gdn_gluon_intra_kernel(
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, BN: gl.constexpr, LAUNCH_DEPENDENTS: gl.constexpr,
 ):  # fmt: skip
     if LAUNCH_DEPENDENTS:
-        _launch_dependents()
+        # the Gluon state pass after this launch (``gluon_pdl``) may start its programs; it waits for
+        # this launch's end before it reads what this launch writes
+        launch_dependents()
     pid = gl.program_id(0)
     hv = gl.program_id(1)
     h = hv // (HV // H)

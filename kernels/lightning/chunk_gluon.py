@@ -35,6 +35,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from stampgen.kernels.chunked.common import LOG2E
+from stampgen.kernels.chunked.gluon_pdl import wait_for_primary
 from stampgen.kernels.gdn.chunk_tma import descriptor
 
 _LOG2E = gl.constexpr(LOG2E)
@@ -119,15 +120,6 @@ def _step(state, q_t, k_t, v_t, s_s, w_s, weights, acc_v: gl.constexpr, acc_t: g
 
 
 @gluon.jit
-def _wait_for_segment_pass():
-    """Launched as a programmatic dependent of the segment pass (``LaunchConfig.gluon_pdl``): a program
-    of a later segment waits here, before its first read of the segment pass's B, until that launch has
-    finished and its writes are visible. A first segment's program reads only the pool or the copy of it
-    made before the segment pass, so it never waits: it runs beside the segment pass."""
-    gl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
-
-
-@gluon.jit
 def _lightning_gluon_output_kernel(
     q_desc, k_desc, v_desc, o_desc,
     q, k, v, g, o, partial, start, state_pool, state_indices, cu_seqlens, seg_offsets,
@@ -183,8 +175,11 @@ def _lightning_gluon_output_kernel(
         state = gl.load(_state_tile(start + (s0 * HV + hv) * (K * V), V, K, v0, BV, acc_v, True))
         seg_decay = gl.exp2((SEG_CHUNKS * 64) * gamma * _LOG2E)
         if PDL:
+            # launched as the segment pass's programmatic dependent (``LaunchConfig.gluon_pdl``): a
+            # later segment's program waits before its first read of the segment pass's B; a first
+            # segment's reads only the pool or the copy of it made before, so it runs beside that pass
             if i_s > 0:
-                _wait_for_segment_pass()
+                wait_for_primary()
         for j in range(i_s):
             b = gl.load(_state_tile(partial + ((s0 + j) * HV + hv) * (K * V), V, K, v0, BV, acc_v, True))
             state = state * seg_decay + b
