@@ -36,8 +36,9 @@ chunk decays past e^88: docs/kernels.md, "Numerical pitfalls"):
 
 Rows past a sequence's end in its last chunk add nothing to the state and do not decay it: through
 pointers they read as 0; by TMA they are the next sequence's rows (or zeros past the buffer): their
-rows of U are zeroed, and K̃'s, the one operand contracted over the rows, are zeros of this chunk's own. Padding (index −1): zero initial state, zero output, nothing stored. Zero-length
-sequences store their state back unchanged. No host sync anywhere.
+rows of U are zeroed, and K̃'s, the one operand contracted over the rows, are zeros of this chunk's
+own. Padding (index −1): zero initial state, zero output, nothing stored. Zero-length sequences store
+their state back unchanged. No host sync anywhere.
 """
 
 from __future__ import annotations
@@ -160,7 +161,7 @@ def _gated_tiles(q_out, k_out, kin_out, d_out, q_c, k_c, q_gate, k_gate, last, t
     """Stores one key block of Q̃ = q_c ⊙ q_gate, K̃ = k_c ⊙ k_gate, kin_c ⊙ kin_gate (K ⊙ exp γ, made W
     by ``_solved``) and d = exp(last) (the chunk's decay, per global chunk ``c``). ``BY_CHUNK``: K̃ goes
     to the chunk's own C rows (row c · C + i), zeros past the sequence, for the state pass's TMA tiles
-    (``_k_by_chunk``); otherwise token-major like the others."""
+    (``_tma_applies``); otherwise token-major like the others."""
     rows = tl.arange(0, C)
     out_rows = ((tok0 + rows) * HV + hv) * K
     _put(q_out, out_rows, ok, offs, mask, q_c * q_gate)
@@ -471,13 +472,7 @@ def _tma_applies(x: torch.Tensor, K: int, BK: int, V: int, BV: int, T: int, n_ch
     would otherwise hold 64 rows of K̃ each). The operands are this module's own contiguous buffers, so
     their alignment holds."""
     gpu = not triton_interpreted() and x.is_cuda and x.dtype != torch.float32
-    return gpu and K == BK and V % BV == 0 and _chunk_rows_fit(T, n_chunks)
-
-
-def _chunk_rows_fit(T: int, n_chunks: int) -> bool:
-    """Whether K̃ by chunk (``CHUNK_SIZE`` rows for each of at most ``n_chunks`` chunks) takes at most
-    twice the T rows it takes by token."""
-    return n_chunks * CHUNK_SIZE <= 2 * T
+    return gpu and K == BK and V % BV == 0 and n_chunks * CHUNK_SIZE <= 2 * T
 
 
 def _descriptor(x: torch.Tensor, cols: int) -> TensorDescriptor:

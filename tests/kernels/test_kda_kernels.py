@@ -370,16 +370,29 @@ def test_the_state_pass_takes_wide_v_tiles_only_where_two_programs_an_sm_remain(
     assert chunk.launch_config(4, 2, 16).block_v == 16  # narrow heads: the whole head
 
 
-def test_k_by_chunk_for_tma_only_where_it_at_most_doubles_its_rows():
-    # K̃ by chunk takes 64 rows a chunk; by token, T rows. A batch of many short sequences keeps the
-    # pointer path (by token) rather than hold 64 rows for each one-token sequence.
+def test_the_state_pass_takes_tma_tiles_only_where_k_by_chunk_at_most_doubles_its_rows(monkeypatch):
+    # K̃ by chunk (for TMA tiles) takes 64 rows a chunk, by token T rows: a batch of many short sequences
+    # keeps the pointer path rather than hold 64 rows for each one-token sequence. The decision prefill
+    # makes, on a stand-in for a CUDA bf16 tensor at Kimi-Linear's heads.
+    from types import SimpleNamespace
+
     from stampgen.kernels.chunked.chunk_map import max_chunks
 
     chunk = pytest.importorskip("stampgen.kernels.kda.chunk")
-    C = chunk.CHUNK_SIZE
-    assert chunk._chunk_rows_fit(16 * 2048, max_chunks(16 * 2048, 16, C))  # serving's batch
-    assert chunk._chunk_rows_fit(4096, max_chunks(4096, 1, C))  # one sequence
-    assert chunk._chunk_rows_fit(800, max_chunks(800, 8, C))  # eight of 100 tokens
-    assert not chunk._chunk_rows_fit(1024, max_chunks(1024, 1024, C))  # a thousand of one token
-    assert chunk._chunk_rows_fit(40, max_chunks(40, 1, C))  # 64 rows for 40 tokens
-    assert not chunk._chunk_rows_fit(20, max_chunks(20, 1, C))  # 64 rows for 20
+    monkeypatch.setattr(chunk, "triton_interpreted", lambda: False)
+    cuda_bf16 = SimpleNamespace(is_cuda=True, dtype=torch.bfloat16)
+
+    def tma(seqlens, K=128, V=128, BV=64):
+        T = sum(seqlens)
+        return chunk._tma_applies(cuda_bf16, K, 128, V, BV, T, max_chunks(T, len(seqlens), chunk.CHUNK_SIZE))
+
+    assert tma([2048] * 16)  # serving's batch
+    assert tma([4096])
+    assert tma([100] * 8)
+    assert tma([40])  # 64 rows for 40 tokens
+    assert not tma([20])  # 64 rows for 20
+    assert not tma([1] * 1024)  # a thousand one-token sequences
+    assert not tma([4096], K=96)  # a tile past its head
+    assert not tma([4096], V=96)
+    cuda_fp32 = SimpleNamespace(is_cuda=True, dtype=torch.float32)
+    assert not chunk._tma_applies(cuda_fp32, 128, 128, 128, 64, 4096, max_chunks(4096, 1, 64))
