@@ -4,8 +4,8 @@ reference (the CPU interpreter when there is no GPU), and argument validation.
 Gates are per key channel (``g: [T, HV, K]``): ``logsigmoid(randn) / normalizer`` (strong and weak
 decay), or a per-channel mix of g ≈ 0 and g ≈ −5 (the safe gate's lower bound). On a CPU the kernels run
 in fp32 and fp16 only (the interpreter's bf16 math is wrong; bf16 is in test_kda_lightning_gpu.py).
-Outputs the kernels allocate are poisoned with NaN and verify's ``intermediate_states`` starts as NaN, so anything
-left unwritten shows.
+Outputs the kernels allocate are poisoned with NaN and verify's ``intermediate_states`` starts as NaN,
+so anything left unwritten shows.
 """
 
 import pytest
