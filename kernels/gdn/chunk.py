@@ -126,20 +126,30 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
 
 
 def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
-    """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true), one after the other."""
-    from stampgen.kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
-
+    """The intra launch and a Gluon state pass (``_gluon_state`` true), one after the other."""
     pdl = config.gluon_pdl
     tbeta, gates, _ = _launch_intra(
         k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False
     )
-    chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl)
+    _gluon_pass(config).launch_state(
+        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl
+    )
+
+
+def _gluon_pass(config: LaunchConfig):
+    """The Gluon state pass's module: ``chunk_gluon``, or ``chunk_gluon_batch`` with ``gluon_batch``
+    (imported here: Gluon kernels only where they run)."""
+    if config.gluon_batch:
+        from stampgen.kernels.gdn import chunk_gluon_batch
+
+        return chunk_gluon_batch
+    from stampgen.kernels.gdn import chunk_gluon
+
+    return chunk_gluon
 
 
 def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
-    """Whether this call's state pass is ``chunk_gluon``'s (asked for, and it applies here)."""
+    """Whether this call's state pass is a Gluon one (asked for, and it applies here)."""
     if not config.gluon_state or _INTERPRET:
         return False
-    from stampgen.kernels.gdn import chunk_gluon
-
-    return chunk_gluon.supported(q, k, v)
+    return _gluon_pass(config).supported(q, k, v)

@@ -53,6 +53,9 @@ class LaunchConfig(NamedTuple):
     # of 4k–64k tokens (Gluon state pass) and 10% on 16×2048 (Triton passes) than with the Triton intra
     # launch (benchmarks/RESULTS.md).
     gluon_intra: bool = False
+    # With ``gluon_state``: the state pass is ``chunk_gluon_batch``'s, the state transposed in V tiles of
+    # 64 (a candidate for batches; NOT measured on a GPU yet, off everywhere).
+    gluon_batch: bool = False
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)

@@ -33,37 +33,43 @@ SAME_MATH_BOUND = 1e-3  # against the Triton passes on the same inputs
 
 
 class GluonSwitch:
-    """Turns the Gluon state pass on for ``gdn.prefill`` (``on()``) and counts its launches."""
+    """Turns a Gluon state pass on for ``gdn.prefill`` (``on()``) and counts its launches."""
 
     def __init__(self, monkeypatch):
-        from stampgen.kernels.gdn import chunk_gluon, chunk_intra_gluon
+        from stampgen.kernels.gdn import chunk_gluon, chunk_gluon_batch, chunk_intra_gluon
 
-        self.calls = []  # state passes
+        self.calls = []  # state passes: "gluon" (chunk_gluon) or "batch" (chunk_gluon_batch)
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
         self.gluon_intra = []  # Gluon intra launches (``gluon_intra``)
         self._monkeypatch = monkeypatch
-        launch = chunk_gluon.launch_state
         launch_intra = chunk_intra_gluon.launch
 
-        def counted(*args, **kwargs):
-            self.calls.append(args[0].shape)
-            self.pdl.append(kwargs.get("pdl", False))
-            return launch(*args, **kwargs)
+        def counted(module, name):
+            launch = module.launch_state
+
+            def launch_state(*args, **kwargs):
+                self.calls.append(name)
+                self.pdl.append(kwargs.get("pdl", False))
+                return launch(*args, **kwargs)
+
+            monkeypatch.setattr(module, "launch_state", launch_state)
 
         def counted_intra(*args, **kwargs):
             self.gluon_intra.append(args[0].shape)
             return launch_intra(*args, **kwargs)
 
-        monkeypatch.setattr(chunk_gluon, "launch_state", counted)
+        counted(chunk_gluon, "gluon")
+        counted(chunk_gluon_batch, "batch")
         monkeypatch.setattr(chunk_intra_gluon, "launch", counted_intra)
         self._default = chunk.launch_config
         # the Triton passes until on()
-        self._pin(gluon_state=False, gluon_pdl=False, gluon_intra=False)
+        self._pin(gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=False)
 
-    def on(self, pdl: bool = False, intra: bool = False):
+    def on(self, pdl: bool = False, intra: bool = False, batch: bool = False):
         """The intra launch before the state pass; with ``pdl`` the state pass its programmatic
-        dependent (``gluon_pdl``); with ``intra`` the intra launch is the Gluon one (``gluon_intra``)."""
-        self._pin(gluon_state=True, gluon_pdl=pdl, gluon_intra=intra)
+        dependent (``gluon_pdl``); with ``intra`` the intra launch is the Gluon one (``gluon_intra``);
+        with ``batch`` the state pass is ``chunk_gluon_batch``'s (``gluon_batch``)."""
+        self._pin(gluon_state=True, gluon_pdl=pdl, gluon_intra=intra, gluon_batch=batch)
 
     def _pin(self, **fields):
         default = self._default
@@ -105,9 +111,14 @@ MODES = {
 }
 
 
+# Which Gluon state pass: chunk_gluon's, or chunk_gluon_batch's (the state transposed).
+PASSES = {"gluon": False, "batch": True}
+
+
+@pytest.mark.parametrize("state_pass", PASSES)
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", CASES)
-def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, mode):
+def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, mode, state_pass):
     pdl, intra = MODES[mode]
     seqlens, pad = CASES[case]
     low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad)
@@ -115,9 +126,9 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
     triton_passes = clone_inputs(low)
     o_triton = gdn.prefill(**triton_passes, backend="triton")
     assert not gluon.calls, "the Gluon state pass ran while off"
-    gluon.on(pdl, intra)
+    gluon.on(pdl, intra, batch=PASSES[state_pass])
     o = gdn.prefill(**low, backend="triton")
-    assert len(gluon.calls) == 1, "the Gluon state pass did not run"
+    assert gluon.calls == [state_pass], "the Gluon state pass asked for did not run"
     assert gluon.pdl == [pdl], "the state pass was not launched as asked"
     assert len(gluon.gluon_intra) == intra, "the Gluon intra launch ran" if not intra else "it did not"
     o_ref = gdn.prefill(**upcast, backend="torch")
@@ -137,19 +148,22 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
 
 
 @pytest.mark.parametrize(
-    "dims,dtype",
+    "dims,dtype,state_pass",
     [
-        (dict(H=1, HV=2, K=64, V=64), torch.bfloat16),
-        (dict(H=2, HV=4, K=128, V=32), torch.bfloat16),
-        (QWEN3_NEXT, torch.float16),
+        (dict(H=1, HV=2, K=64, V=64), torch.bfloat16, "gluon"),
+        (dict(H=2, HV=4, K=128, V=32), torch.bfloat16, "gluon"),
+        (QWEN3_NEXT, torch.float16, "gluon"),
+        (dict(H=1, HV=2, K=64, V=64), torch.bfloat16, "batch"),
+        (dict(H=2, HV=4, K=128, V=192), torch.bfloat16, "batch"),
+        (QWEN3_NEXT, torch.float16, "batch"),
     ],
-    ids=["K64-V64", "K128-V32", "fp16"],
+    ids=["K64-V64", "K128-V32", "fp16", "batch-K64-V64", "batch-K128-V192", "batch-fp16"],
 )
-def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype):
+def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype, state_pass):
     low, upcast = _inputs([100, 37, 64], seed=dims["K"] + dims["V"], dtype=dtype, **dims)
-    gluon.on()
+    gluon.on(batch=PASSES[state_pass])
     o = gdn.prefill(**low, backend="triton")
-    assert len(gluon.calls) == 1, "the Gluon state pass did not run"
+    assert gluon.calls == [state_pass], "the Gluon state pass asked for did not run"
     o_ref = gdn.prefill(**upcast, backend="torch")
     used = low["state_indices"].long()
     assert o.dtype == dtype
@@ -157,13 +171,14 @@ def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype):
     assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
 
 
+@pytest.mark.parametrize("state_pass", PASSES)
 @pytest.mark.parametrize("mode", MODES)
-def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, mode):
+def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, mode, state_pass):
     pdl, intra = MODES[mode]
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
-    gluon.on(pdl, intra)
+    gluon.on(pdl, intra, batch=PASSES[state_pass])
     assert_prefill_replay_matches_eager(low, fresh)
-    assert gluon.calls, "the Gluon state pass did not run"
+    assert set(gluon.calls) == {state_pass}, "the Gluon state pass asked for did not run"
     assert set(gluon.pdl) == {pdl}
     assert bool(gluon.gluon_intra) == intra

@@ -82,9 +82,16 @@ def test_the_launches_share_their_pieces_through_one_module():
     # shared modules, and those from kernels/chunked where they are the same.
     graph = module_graph(PACKAGES)
     gdn = "stampgen.kernels.gdn."
-    for user in ("chunk_intra", "chunk_state", "chunk_gluon", "chunk_intra_gluon", "chunk_config"):
+    for user in (
+        "chunk_intra",
+        "chunk_state",
+        "chunk_gluon",
+        "chunk_gluon_batch",
+        "chunk_intra_gluon",
+        "chunk_config",
+    ):
         assert gdn + "chunk_common" in graph[gdn + user], user
-    for user in ("chunk_state", "chunk_gluon", "chunk_intra_gluon"):
+    for user in ("chunk_state", "chunk_gluon", "chunk_gluon_batch", "chunk_intra_gluon"):
         assert gdn + "chunk_tma" in graph[gdn + user], user
     assert "stampgen.kernels.chunked.common" in graph[gdn + "chunk_common"]
     assert "stampgen.kernels.chunked.blocks" in graph[gdn + "chunk_common"]

@@ -1,0 +1,309 @@
+"""A candidate state pass in Gluon for batches of sequences (sm_90): the state transposed, Sᵀ [BV, K] in
+the wgmma accumulator, so that every product of the state's chain takes its left operand from registers.
+
+``chunk_gluon``'s pass holds S [K, BV] and feeds it, and V − K S and v_new after it, to the next product
+as B operands through shared memory: a store, a fence and a barrier between each dependent pair of
+products, and V tiles of 32 columns (its registers). Here, with uᵀ = Vᵀ − (K S)ᵀ and so on:
+
+- (K S)ᵀ = Sᵀ Kᵀ and (Q S)ᵀ = Sᵀ Qᵀ take Sᵀ (bf16) as the register A operand, Kᵀ / Qᵀ from the TMA tiles;
+- v_newᵀ = uᵀ Tβᵀ takes uᵀ from registers (an accumulator becomes an A operand in place, as
+  FlashAttention-3 feeds P), and so does the update Sᵀ ← exp(γ_C) Sᵀ + (exp(γ_C − γ)⊙v_new)ᵀ K;
+- the output rows oᵀ = scale exp(γ)⊙(Q S)ᵀ + v_newᵀ Pᵀ take P (made from Q Kᵀ, off the chain) as the
+  only operand written to shared memory in a step: one barrier a step, not on the state's chain;
+- one warpgroup per (V tile of 64, value head, sequence): the q / k / Tβ tiles a step reads serve twice
+  the columns of ``chunk_gluon``'s (the bytes per column that bound its rate on batches).
+
+The same math and roundings as ``chunk_gluon`` (S, V − K S and v_new rounded to the input dtype where
+they enter a product). M = BV = 64 is one wgmma row block, so one long sequence gets half the programs
+of ``chunk_gluon``'s (64 at Qwen3-Next's heads, on 132 SMs): this pass is for batches.
+
+NOT measured on a GPU: compiled for sm_90a on the CPU only (``benchmarks/gdn_kernel_resources.py
+--only gluon_batch``); ``tests/kernels/test_gdn_chunk_gluon_gpu.py`` compares it with the Triton passes.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
+from stampgen.kernels.gdn.chunk_gluon import _gate_loads, _gates_ready, _load_tile, _wait_for_intra
+from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
+
+BLOCK_V = 64  # one wgmma row block of Sᵀ
+STAGES = 3  # TMA buffers of the q / k / v / Tβ tiles: a step's copies are issued a step and a half ahead
+
+
+def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether this pass applies: ``tiles_apply(q, k, v)`` and V a multiple of the V tile."""
+    return tiles_apply(q, k, v) and v.shape[2] % BLOCK_V == 0
+
+
+@gluon.jit
+def _copy_tiles(descs, bufs, bars, buf, row, cols, nbytes: gl.constexpr, pred):
+    """TMA copies of the q / k / v / Tβ tiles of the full chunk at ``row`` into buffer ``buf``."""
+    q_desc, k_desc, v_desc, t_desc = descs
+    q_s, k_s, v_s, t_s = bufs
+    col_qk, col_v, col_t = cols
+    bar = bars.index(buf)
+    mbarrier.expect(bar, nbytes, pred=pred)
+    tma.async_copy_global_to_shared(q_desc, [row, col_qk], bar, q_s.index(buf), pred=pred)
+    tma.async_copy_global_to_shared(k_desc, [row, col_qk], bar, k_s.index(buf), pred=pred)
+    tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(buf), pred=pred)
+    tma.async_copy_global_to_shared(t_desc, [row, col_t], bar, t_s.index(buf), pred=pred)
+
+
+@gluon.jit
+def _reads(state, q_t, k_t, dt: gl.constexpr, a_c: gl.constexpr, acc_c: gl.constexpr, BV: gl.constexpr):
+    """(K S)ᵀ, Q Kᵀ and (Q S)ᵀ as async wgmma, in the order the step waits for them, and Sᵀ as their
+    register operand (to be kept alive until they are waited for)."""
+    s_op = gl.convert_layout(state.to(dt), a_c)
+    ks = warpgroup_mma(s_op, k_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c), use_acc=False,
+                       is_async=True)  # fmt: skip
+    qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc_c), use_acc=False,
+                       is_async=True)  # fmt: skip
+    qs = warpgroup_mma(s_op, q_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c), use_acc=False,
+                       is_async=True)  # fmt: skip
+    return ks, qk, qs, s_op
+
+
+@gluon.jit
+def _state_ptrs(
+    state_pool, state_indices, n, pool_slot_stride, hv, i_v,
+    K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, acc_s: gl.constexpr,
+):  # fmt: skip
+    """Pointers to this program's Sᵀ [BV, K] in its pool row (the pool stores Sᵀ, K last), made before
+    the chunk loop and again after it from the slot loaded again, so that the [BV, K] pointer tile is
+    not held in registers through the loop."""
+    slot = gl.load(state_indices + n).to(gl.int64)
+    rows = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_s))
+    cols = gl.arange(0, K, layout=gl.SliceLayout(0, acc_s))
+    return state_pool + slot * pool_slot_stride + hv * (V * K) + rows[:, None] * K + cols[None, :]
+
+
+@gluon.jit
+def _output_tile(o_s, out, dt: gl.constexpr):
+    """oᵀ [BV, 64] into the [64, BV] output tile ``o_s`` (row = token), for a TMA store or masked rows."""
+    o_s.store(gl.permute(out.to(dt), (1, 0)))
+
+
+@gluon.jit
+def _gdn_gluon_batch_state_kernel(
+    q_desc, k_desc, v_desc, t_desc, o_desc,
+    q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
+    n_tokens, pool_slot_stride, scale,
+    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+    STAGES: gl.constexpr, PDL: gl.constexpr,
+):  # fmt: skip
+    i_v = gl.program_id(0)
+    hv = gl.program_id(1)
+    n = gl.program_id(2)
+    h = hv // (HV // H)
+    col_qk = h * K
+    col_v = hv * V + i_v * BV
+    col_t = hv * 64
+    bos = gl.load(cu_seqlens + n).to(gl.int32)
+    eos = gl.load(cu_seqlens + n + 1).to(gl.int32)
+    n_full = (eos - bos) // 64
+    tail = (eos - bos) % 64
+    slot = gl.load(state_indices + n).to(gl.int64)
+
+    # Accumulators: Sᵀ [BV, K]; (K S)ᵀ, (Q S)ᵀ, v_newᵀ, oᵀ [BV, 64] and Q Kᵀ [64, 64].
+    acc_s: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K, 16]
+    )
+    acc_c: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
+    )
+    # register A operands: of a product into a [·, 64] accumulator (Sᵀ, uᵀ, v_newᵀ), into Sᵀ (the update)
+    a_c: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_c, k_width=2)
+    a_s: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_s, k_width=2)
+    tok_c: gl.constexpr = gl.SliceLayout(0, acc_c)  # a token index along a [BV, 64] tile's columns
+    r_t = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_c))
+    c_t = gl.arange(0, 64, layout=tok_c)
+    ld_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+
+    # oᵀ's elements by pointer (padding, the partial last chunk): column = token
+    o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
+
+    if slot < 0:
+        for c in range((eos - bos + 63) // 64):
+            tok = bos + c * 64 + c_t
+            gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None],
+                     gl.zeros([BV, 64], o.dtype.element_ty, acc_c), mask=(tok < eos)[None, :])  # fmt: skip
+        return
+    if eos == bos:
+        return
+
+    dt: gl.constexpr = q_desc.dtype
+    q_s = gl.allocate_shared_memory(dt, [STAGES, 64, K], q_desc.layout)
+    k_s = gl.allocate_shared_memory(dt, [STAGES, 64, K], k_desc.layout)
+    v_s = gl.allocate_shared_memory(dt, [STAGES, 64, BV], v_desc.layout)
+    t_s = gl.allocate_shared_memory(dt, [STAGES, 64, 64], t_desc.layout)
+    p_s = gl.allocate_shared_memory(dt, [2, 64, 64], gl.NVMMASharedLayout.get_default_for([64, 64], dt))
+    o_s = gl.allocate_shared_memory(dt, [2, 64, BV], o_desc.layout)
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(bars.index(i), count=1)
+    nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
+
+    state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
+    if PDL:
+        _wait_for_intra()
+    descs = (q_desc, k_desc, v_desc, t_desc)
+    bufs = (q_s, k_s, v_s, t_s)
+    cols = (col_qk, col_v, col_t)
+    for i in gl.static_range(STAGES - 1):
+        _copy_tiles(descs, bufs, bars, i, bos + i * 64, cols, nbytes, i < n_full)
+
+    gam_of_hv = gates + hv.to(gl.int64) * n_tokens
+    after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
+    log2_scale = gl.log2(scale)
+    # The loop's gate sums go through shared memory: by token along a [BV, 64] tile's columns each is
+    # 16 registers a thread, too many to hold a step ahead; the next chunk's are loaded a step ahead
+    # into one register a thread, stored before the step's barrier and read back where they are used.
+    g_s = gl.allocate_shared_memory(gl.float32, [4, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    flat: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    r_flat = gl.arange(0, 64, layout=flat)
+    first = r_flat < eos - bos  # read by the loop only where the first chunk is whole
+    g_s.index(0).store(gl.load(gam_of_hv + bos + r_flat, mask=first, other=0.0))
+    g_s.index(1).store(gl.load(after_of_hv + bos + r_flat, mask=first, other=0.0))
+    ends = gl.load(gam_of_hv + bos) + gl.load(after_of_hv + bos)  # γ_C: γ_0 + (γ_C − γ_0)
+    gl.thread_barrier()
+    out = warpgroup_mma_init(gl.zeros([BV, 64], gl.float32, acc_c))
+    vn_op = gl.zeros([BV, 64], dt, a_c)
+    for c in range(n_full):
+        stage = c % STAGES
+        tok0 = bos + c * 64
+        tok_n = gl.minimum(tok0 + 64, bos + (n_full - 1) * 64)
+        gam_next = gl.load(gam_of_hv + tok_n + r_flat)
+        after_next = gl.load(after_of_hv + tok_n + r_flat)
+        ends_next = gl.load(gam_of_hv + tok_n) + gl.load(after_of_hv + tok_n)
+        g_now = g_s.index(2 * (c % 2))
+
+        mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
+        q_t = q_s.index(stage)
+        k_t = k_s.index(stage)
+        ks, qk, qs, s_op = _reads(state, q_t, k_t, dt, a_c, acc_c, BV)
+        # The previous chunk's output rows (issued before these reads) into their buffer: the TMA
+        # store that last read it (two steps ago) was waited for before the last barrier
+        out, vn_op = warpgroup_mma_wait(num_outstanding=3, deps=(out, vn_op))
+        if c > 0:
+            _output_tile(o_s.index((c - 1) % 2), out, dt)
+        ks, s_op = warpgroup_mma_wait(num_outstanding=2, deps=(ks, s_op))
+        v_c = v_s.index(stage).permute((1, 0)).load(acc_c)  # Vᵀ [BV, 64]
+        u_op = gl.convert_layout((v_c.to(gl.float32) - ks * gl.exp(g_now.load(tok_c))[None, :]).to(dt), a_c)
+        v_new = warpgroup_mma(u_op, t_s.index(stage).permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
+                              use_acc=False, is_async=True)  # fmt: skip
+        tma.store_wait(pendings=0)
+
+        # P while Tβ (·) runs; above the diagonal E may overflow to inf, which the select discards
+        qk, qs, s_op = warpgroup_mma_wait(num_outstanding=1, deps=(qk, qs, s_op))
+        e = gl.exp2(
+            (g_now.load(gl.SliceLayout(1, acc_c)) * _LOG2E + log2_scale)[:, None]
+            - (g_now.load(tok_c) * _LOG2E)[None, :]
+        )
+        p_s.index(c % 2).store(gl.where(r_t[:, None] >= c_t[None, :], qk * e, 0.0).to(dt))
+        g_s.index(2 * ((c + 1) % 2)).store(gam_next)
+        g_s.index(2 * ((c + 1) % 2) + 1).store(after_next)
+        fence_async_shared()
+        # The step's one barrier: P, the output rows and the next gate sums written; every thread past
+        # its waits for the products of step c − 1, the last readers of the buffers written next
+        gl.thread_barrier()
+        if c > 0:
+            tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((c - 1) % 2))
+        ahead = c + STAGES - 1
+        _copy_tiles(descs, bufs, bars, ahead % STAGES, bos + ahead * 64, cols, nbytes, ahead < n_full)
+
+        v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
+        to_end = gl.exp(g_s.index(2 * (c % 2) + 1).load(tok_c))
+        d_op = gl.convert_layout((v_new * to_end[None, :]).to(dt), a_s)
+        state = warpgroup_mma(d_op, k_t, state * gl.exp(ends), is_async=True)
+        vn_op = gl.convert_layout(v_new.to(dt), a_c)
+        o_scale = gl.exp(g_now.load(tok_c)) * scale
+        out = warpgroup_mma(vn_op, p_s.index(c % 2).permute((1, 0)), qs * o_scale[None, :], is_async=True)
+        state, d_op = warpgroup_mma_wait(num_outstanding=1, deps=(state, d_op))
+        ends = ends_next
+
+    out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(out, vn_op))
+    if n_full > 0:
+        tma.store_wait(pendings=0)
+        gl.thread_barrier()
+        _output_tile(o_s.index((n_full - 1) % 2), out, dt)
+        fence_async_shared()
+        gl.thread_barrier()
+        tma.async_copy_shared_to_global(o_desc, [bos + (n_full - 1) * 64, col_v], o_s.index((n_full - 1) % 2))
+
+    if tail > 0:
+        # The partial last chunk: masked loads into buffer 0 (its copies, if any, were waited for in
+        # the loop), the same step on one thread barrier more, masked stores.
+        tok0 = bos + n_full * 64
+        gam, to_end, decay_c, b_row, b_col = _gates_ready(
+            _gate_loads(gam_of_hv, after_of_hv, tok0, tail, c_t, r_t, c_t, False)
+        )
+        gl.thread_barrier()
+        _load_tile(q_s.index(0), q + col_qk, tok0, tail, H * K, K, ld_layout)
+        _load_tile(k_s.index(0), k + col_qk, tok0, tail, H * K, K, ld_layout)
+        _load_tile(v_s.index(0), v + col_v, tok0, tail, HV * V, BV, ld_layout)
+        _load_tile(t_s.index(0), tbeta + col_t, tok0, tail, HV * 64, 64, ld_layout)
+        fence_async_shared()
+        gl.thread_barrier()
+        q_t = q_s.index(0)
+        k_t = k_s.index(0)
+        ks, qk, qs, s_op = _reads(state, q_t, k_t, dt, a_c, acc_c, BV)
+        v_c = v_s.index(0).permute((1, 0)).load(acc_c).to(gl.float32)
+        ks, qk, qs, s_op = warpgroup_mma_wait(num_outstanding=0, deps=(ks, qk, qs, s_op))
+        u_op = gl.convert_layout((v_c - ks * gl.exp(gam)[None, :]).to(dt), a_c)
+        v_new = warpgroup_mma(u_op, t_s.index(0).permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
+                              use_acc=False, is_async=True)  # fmt: skip
+        e = gl.exp2((b_row + log2_scale)[:, None] - b_col[None, :])
+        p_s.index(0).store(gl.where(r_t[:, None] >= c_t[None, :], qk * e, 0.0).to(dt))
+        fence_async_shared()
+        gl.thread_barrier()
+        v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
+        d_op = gl.convert_layout((v_new * to_end[None, :]).to(dt), a_s)
+        state = warpgroup_mma(d_op, k_t, state * decay_c, is_async=True)
+        vn_op = gl.convert_layout(v_new.to(dt), a_c)
+        out = warpgroup_mma(vn_op, p_s.index(0).permute((1, 0)), qs * (gl.exp(gam) * scale)[None, :],
+                            is_async=True)  # fmt: skip
+        state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
+        tok = tok0 + c_t
+        gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None], out.to(o.dtype.element_ty),
+                 mask=(tok < eos)[None, :])  # fmt: skip
+
+    tma.store_wait(pendings=0)
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(bars.index(i))
+    gl.store(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s), state)
+
+
+def launch_state(
+    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, pdl=False
+) -> None:
+    """This pass over every sequence unsplit, on the intra launch's Tβ and gate sums, as
+    ``chunk_gluon.launch_state`` (the same arguments and contract; ``supported(q, k, v)`` true)."""
+    T, H, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    N = state_indices.shape[0]
+    descs = (
+        descriptor(q, K),
+        descriptor(k, K),
+        descriptor(v, BLOCK_V),
+        descriptor(tbeta, CHUNK),
+        descriptor(o, BLOCK_V),
+    )
+    _gdn_gluon_batch_state_kernel[(triton.cdiv(V, BLOCK_V), HV, N)](
+        *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
+        T, state_pool.stride(0), scale,
+        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=STAGES, PDL=pdl, num_warps=4, launch_pdl=pdl,
+    )  # fmt: skip
