@@ -17,7 +17,8 @@ The same math and roundings as ``chunk_gluon`` (S, V − K S and v_new rounded t
 they enter a product). M = BV = 64 is one wgmma row block, so one long sequence gets half the programs
 of ``chunk_gluon``'s (64 at Qwen3-Next's heads, on 132 SMs): this pass is for batches.
 
-NOT measured on a GPU: compiled for sm_90a on the CPU only (``benchmarks/gdn_kernel_resources.py
+NOT measured on a GPU: compiled for sm_90a on the CPU only (255 registers, 44 B of spills, 1006 loop
+instructions for 64 columns against chunk_gluon's 824 for 32) (``benchmarks/gdn_kernel_resources.py
 --only gluon_batch``); ``tests/kernels/test_gdn_chunk_gluon_gpu.py`` compares it with the Triton passes.
 """
 
@@ -89,6 +90,15 @@ def _state_ptrs(
     rows = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_s))
     cols = gl.arange(0, K, layout=gl.SliceLayout(0, acc_s))
     return state_pool + slot * pool_slot_stride + hv * (V * K) + rows[:, None] * K + cols[None, :]
+
+
+@gluon.jit
+def _store_gate_factors(g_s, row, gam, after):
+    """A chunk's gate factors from its gate sums γ and γ_C − γ into rows ``row`` (γ·log2 e, the
+    exponent of P's E), ``row + 1`` (exp γ) and ``row + 2`` (exp(γ_C − γ)) of ``g_s``."""
+    g_s.index(row).store(gam * _LOG2E)
+    g_s.index(row + 1).store(gl.exp(gam))
+    g_s.index(row + 2).store(gl.exp(after))
 
 
 @gluon.jit
@@ -169,16 +179,20 @@ def _gdn_gluon_batch_state_kernel(
     gam_of_hv = gates + hv.to(gl.int64) * n_tokens
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
     log2_scale = gl.log2(scale)
-    # The loop's gate sums go through shared memory: by token along a [BV, 64] tile's columns each is
-    # 16 registers a thread, too many to hold a step ahead; the next chunk's are loaded a step ahead
-    # into one register a thread, stored before the step's barrier and read back where they are used.
-    g_s = gl.allocate_shared_memory(gl.float32, [4, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    # The loop's gate factors go through shared memory: by token along a [BV, 64] tile's columns each
+    # is 16 registers a thread, too many to hold a step ahead. The next chunk's gate sums are loaded a
+    # step ahead into one register a thread; before the step's barrier their factors (γ·log2 e, exp γ,
+    # exp(γ_C − γ): three rows of a buffer, two exponentials a thread) are stored, and read back where
+    # they are used.
+    g_s = gl.allocate_shared_memory(gl.float32, [6, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     flat: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     r_flat = gl.arange(0, 64, layout=flat)
     first = r_flat < eos - bos  # read by the loop only where the first chunk is whole
-    g_s.index(0).store(gl.load(gam_of_hv + bos + r_flat, mask=first, other=0.0))
-    g_s.index(1).store(gl.load(after_of_hv + bos + r_flat, mask=first, other=0.0))
-    ends = gl.load(gam_of_hv + bos) + gl.load(after_of_hv + bos)  # γ_C: γ_0 + (γ_C − γ_0)
+    _store_gate_factors(g_s, 0, gl.load(gam_of_hv + bos + r_flat, mask=first, other=0.0),
+                        gl.load(after_of_hv + bos + r_flat, mask=first, other=0.0))  # fmt: skip
+    decay_c = gl.exp(
+        gl.load(gam_of_hv + bos) + gl.load(after_of_hv + bos)
+    )  # exp γ_C = exp(γ_0 + (γ_C − γ_0))
     gl.thread_barrier()
     out = warpgroup_mma_init(gl.zeros([BV, 64], gl.float32, acc_c))
     vn_op = gl.zeros([BV, 64], dt, a_c)
@@ -189,7 +203,7 @@ def _gdn_gluon_batch_state_kernel(
         gam_next = gl.load(gam_of_hv + tok_n + r_flat)
         after_next = gl.load(after_of_hv + tok_n + r_flat)
         ends_next = gl.load(gam_of_hv + tok_n) + gl.load(after_of_hv + tok_n)
-        g_now = g_s.index(2 * (c % 2))
+        now = 3 * (c % 2)
 
         mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
         q_t = q_s.index(stage)
@@ -202,7 +216,9 @@ def _gdn_gluon_batch_state_kernel(
             _output_tile(o_s.index((c - 1) % 2), out, dt)
         ks, s_op = warpgroup_mma_wait(num_outstanding=2, deps=(ks, s_op))
         v_c = v_s.index(stage).permute((1, 0)).load(acc_c)  # Vᵀ [BV, 64]
-        u_op = gl.convert_layout((v_c.to(gl.float32) - ks * gl.exp(g_now.load(tok_c))[None, :]).to(dt), a_c)
+        u_op = gl.convert_layout(
+            (v_c.to(gl.float32) - ks * g_s.index(now + 1).load(tok_c)[None, :]).to(dt), a_c
+        )
         v_new = warpgroup_mma(u_op, t_s.index(stage).permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
                               use_acc=False, is_async=True)  # fmt: skip
         tma.store_wait(pendings=0)
@@ -210,12 +226,11 @@ def _gdn_gluon_batch_state_kernel(
         # P while Tβ (·) runs; above the diagonal E may overflow to inf, which the select discards
         qk, qs, s_op = warpgroup_mma_wait(num_outstanding=1, deps=(qk, qs, s_op))
         e = gl.exp2(
-            (g_now.load(gl.SliceLayout(1, acc_c)) * _LOG2E + log2_scale)[:, None]
-            - (g_now.load(tok_c) * _LOG2E)[None, :]
+            (g_s.index(now).load(gl.SliceLayout(1, acc_c)) + log2_scale)[:, None]
+            - g_s.index(now).load(tok_c)[None, :]
         )
         p_s.index(c % 2).store(gl.where(r_t[:, None] >= c_t[None, :], qk * e, 0.0).to(dt))
-        g_s.index(2 * ((c + 1) % 2)).store(gam_next)
-        g_s.index(2 * ((c + 1) % 2) + 1).store(after_next)
+        _store_gate_factors(g_s, 3 * ((c + 1) % 2), gam_next, after_next)
         fence_async_shared()
         # The step's one barrier: P, the output rows and the next gate sums written; every thread past
         # its waits for the products of step c − 1, the last readers of the buffers written next
@@ -226,14 +241,14 @@ def _gdn_gluon_batch_state_kernel(
         _copy_tiles(descs, bufs, bars, ahead % STAGES, bos + ahead * 64, cols, nbytes, ahead < n_full)
 
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
-        to_end = gl.exp(g_s.index(2 * (c % 2) + 1).load(tok_c))
+        to_end = g_s.index(now + 2).load(tok_c)
         d_op = gl.convert_layout((v_new * to_end[None, :]).to(dt), a_s)
-        state = warpgroup_mma(d_op, k_t, state * gl.exp(ends), is_async=True)
+        state = warpgroup_mma(d_op, k_t, state * decay_c, is_async=True)
         vn_op = gl.convert_layout(v_new.to(dt), a_c)
-        o_scale = gl.exp(g_now.load(tok_c)) * scale
+        o_scale = g_s.index(now + 1).load(tok_c) * scale
         out = warpgroup_mma(vn_op, p_s.index(c % 2).permute((1, 0)), qs * o_scale[None, :], is_async=True)
         state, d_op = warpgroup_mma_wait(num_outstanding=1, deps=(state, d_op))
-        ends = ends_next
+        decay_c = gl.exp(ends_next)
 
     out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(out, vn_op))
     if n_full > 0:
