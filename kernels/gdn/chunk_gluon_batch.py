@@ -38,7 +38,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
-from stampgen.kernels.gdn.chunk_gluon import _gate_loads, _gates_ready, _load_tile, _wait_for_intra
+from stampgen.kernels.gdn.chunk_gluon import (
+    _copy_tiles,
+    _gate_loads,
+    _gates_ready,
+    _load_tile,
+    _wait_for_intra,
+)
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
 BLOCK_V = 64  # one wgmma row block of Sᵀ
@@ -48,20 +54,6 @@ STAGES = 3  # TMA buffers of the q / k / v / Tβ tiles: a step's copies are issu
 def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether this pass applies: ``tiles_apply(q, k, v)`` and V a multiple of the V tile."""
     return tiles_apply(q, k, v) and v.shape[2] % BLOCK_V == 0
-
-
-@gluon.jit
-def _copy_tiles(descs, bufs, bars, buf, row, cols, nbytes: gl.constexpr, pred):
-    """TMA copies of the q / k / v / Tβ tiles of the full chunk at ``row`` into buffer ``buf``."""
-    q_desc, k_desc, v_desc, t_desc = descs
-    q_s, k_s, v_s, t_s = bufs
-    col_qk, col_v, col_t = cols
-    bar = bars.index(buf)
-    mbarrier.expect(bar, nbytes, pred=pred)
-    tma.async_copy_global_to_shared(q_desc, [row, col_qk], bar, q_s.index(buf), pred=pred)
-    tma.async_copy_global_to_shared(k_desc, [row, col_qk], bar, k_s.index(buf), pred=pred)
-    tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(buf), pred=pred)
-    tma.async_copy_global_to_shared(t_desc, [row, col_t], bar, t_s.index(buf), pred=pred)
 
 
 @gluon.jit
