@@ -286,6 +286,8 @@ VARIANTS = [
     ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, PDL=True), 4, 1),
     ("gluon_batch", "default", dict(BV=chunk_gluon_batch.BLOCK_V, STAGES=chunk_gluon_batch.STAGES), 4, 1),
     ("gluon_batch", "2 stages", dict(BV=chunk_gluon_batch.BLOCK_V, STAGES=2), 4, 1),
+    ("gluon_batch", "BV=128, 8 warps", dict(BV=128, STAGES=chunk_gluon_batch.STAGES), 8, 1),
+    ("gluon_batch", "BV=128, 2 stages", dict(BV=128, STAGES=2), 8, 1),
     ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True), 4, 1),
     ("kda_intra", "default", dict(BKB=_kda.key_block, LEVELS=False), _kda.intra_warps, 1),
     ("kda_intra", "key block 128", dict(BKB=128, LEVELS=False), _kda.intra_warps, 1),

@@ -131,8 +131,9 @@ def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, s
     tbeta, gates, _ = _launch_intra(
         k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False
     )
+    tile = dict(block_v=config.gluon_batch_block_v) if config.gluon_batch else {}
     _gluon_pass(config).launch_state(
-        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl
+        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl, **tile
     )
 
 
@@ -152,4 +153,5 @@ def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
     """Whether this call's state pass is a Gluon one (asked for, and it applies here)."""
     if not config.gluon_state or _INTERPRET:
         return False
-    return _gluon_pass(config).supported(q, k, v)
+    tile = (config.gluon_batch_block_v,) if config.gluon_batch else ()
+    return _gluon_pass(config).supported(q, k, v, *tile)

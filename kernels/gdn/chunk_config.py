@@ -56,6 +56,8 @@ class LaunchConfig(NamedTuple):
     # With ``gluon_state``: the state pass is ``chunk_gluon_batch``'s, the state transposed in V tiles of
     # 64 (a candidate for batches; NOT measured on a GPU yet, off everywhere).
     gluon_batch: bool = False
+    # ``chunk_gluon_batch``'s V tile: 64 (one warpgroup a program) or 128 (two, sharing the tiles)
+    gluon_batch_block_v: int = 64
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)

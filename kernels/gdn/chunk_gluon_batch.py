@@ -10,16 +10,18 @@ products, and V tiles of 32 columns (its registers). Here, with uᵀ = Vᵀ − 
   FlashAttention-3 feeds P), and so does the update Sᵀ ← exp(γ_C) Sᵀ + (exp(γ_C − γ)⊙v_new)ᵀ K;
 - the output rows oᵀ = scale exp(γ)⊙(Q S)ᵀ + v_newᵀ Pᵀ take P (made from Q Kᵀ, off the chain) as the
   only operand written to shared memory in a step: one barrier a step, not on the state's chain;
-- one warpgroup per (V tile of 64, value head, sequence): the q / k / Tβ tiles a step reads serve twice
-  the columns of ``chunk_gluon``'s (the bytes per column that bound its rate on batches).
+- one warpgroup per 64 columns of a (V tile, value head, sequence): at V tiles of 64 the q / k / Tβ tiles
+  a step reads serve twice the columns of ``chunk_gluon``'s; at 128 two warpgroups share them, and
+  their two state chains (each bound by its products' latency) interleave on the SM.
 
 The same math and roundings as ``chunk_gluon`` (S, V − K S and v_new rounded to the input dtype where
-they enter a product). M = BV = 64 is one wgmma row block, so one long sequence gets half the programs
-of ``chunk_gluon``'s (64 at Qwen3-Next's heads, on 132 SMs): this pass is for batches.
+they enter a product). A long sequence gets a half or a quarter of ``chunk_gluon``'s programs (64 or
+32 at Qwen3-Next's heads, on 132 SMs): this pass is for batches.
 
-NOT measured on a GPU: compiled for sm_90a on the CPU only (255 registers, 44 B of spills, 1006 loop
-instructions for 64 columns against chunk_gluon's 824 for 32) (``benchmarks/gdn_kernel_resources.py
---only gluon_batch``); ``tests/kernels/test_gdn_chunk_gluon_gpu.py`` compares it with the Triton passes.
+Measured on the H200 (benchmarks/RESULTS.md, GDN "What remains"): at V tiles of 64, right but slower
+than the Triton passes on 16×2048 (0.941 against 0.789 ms): ~2.9 µs a step, no faster per column than
+``chunk_gluon``. V tiles of 128 (two warpgroups; 255 registers, 32 B of spills, 918 loop instructions a
+warp): NOT run on a GPU yet. GPU tests: ``tests/kernels/test_gdn_chunk_gluon_gpu.py``.
 """
 
 from __future__ import annotations
@@ -51,19 +53,20 @@ BLOCK_V = 64  # one wgmma row block of Sᵀ
 STAGES = 3  # TMA buffers of the q / k / v / Tβ tiles: a step's copies are issued a step and a half ahead
 
 
-def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
-    """Whether this pass applies: ``tiles_apply(q, k, v)`` and V a multiple of the V tile."""
-    return tiles_apply(q, k, v) and v.shape[2] % BLOCK_V == 0
+def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_v: int = BLOCK_V) -> bool:
+    """Whether this pass applies: ``tiles_apply(q, k, v)`` and V a multiple of the V tile (64 or 128)."""
+    return block_v in (64, 128) and tiles_apply(q, k, v) and v.shape[2] % block_v == 0
 
 
 @gluon.jit
-def _reads(state, q_t, k_t, dt: gl.constexpr, a_c: gl.constexpr, acc_c: gl.constexpr, BV: gl.constexpr):
+def _reads(state, q_t, k_t, dt: gl.constexpr, a_c: gl.constexpr, acc_c: gl.constexpr, acc_p: gl.constexpr,
+           BV: gl.constexpr):  # fmt: skip
     """(K S)ᵀ, Q Kᵀ and (Q S)ᵀ as async wgmma, in the order the step waits for them, and Sᵀ as their
     register operand (to be kept alive until they are waited for)."""
     s_op = gl.convert_layout(state.to(dt), a_c)
     ks = warpgroup_mma(s_op, k_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c), use_acc=False,
                        is_async=True)  # fmt: skip
-    qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc_c), use_acc=False,
+    qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc_p), use_acc=False,
                        is_async=True)  # fmt: skip
     qs = warpgroup_mma(s_op, q_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c), use_acc=False,
                        is_async=True)  # fmt: skip
@@ -120,27 +123,35 @@ def _gdn_gluon_batch_state_kernel(
     tail = (eos - bos) % 64
     slot = gl.load(state_indices + n).to(gl.int64)
 
-    # Accumulators: Sᵀ [BV, K]; (K S)ᵀ, (Q S)ᵀ, v_newᵀ, oᵀ [BV, 64] and Q Kᵀ [64, 64].
+    # Accumulators: Sᵀ [BV, K]; (K S)ᵀ, (Q S)ᵀ, v_newᵀ, oᵀ [BV, 64], a warpgroup's 64 rows each; Q Kᵀ
+    # [64, 64], its columns split between the warpgroups.
+    W: gl.constexpr = BV // 16  # warps: a warpgroup per 64 rows of Sᵀ
     acc_s: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, K, 16]
+        version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, K, 16]
     )
     acc_c: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
+        version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, 64, 16]
+    )
+    acc_p: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, W // 4], instr_shape=[16, 64 // (W // 4), 16]
     )
     # register A operands: of a product into a [·, 64] accumulator (Sᵀ, uᵀ, v_newᵀ), into Sᵀ (the update)
     a_c: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_c, k_width=2)
     a_s: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_s, k_width=2)
     tok_c: gl.constexpr = gl.SliceLayout(0, acc_c)  # a token index along a [BV, 64] tile's columns
-    r_t = gl.arange(0, 64, layout=gl.SliceLayout(1, acc_c))
-    c_t = gl.arange(0, 64, layout=tok_c)
-    ld_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    c_tok = gl.arange(0, 64, layout=tok_c)
+    rows_p: gl.constexpr = gl.SliceLayout(1, acc_p)  # P's rows and columns (tokens both)
+    cols_p: gl.constexpr = gl.SliceLayout(0, acc_p)
+    r_p = gl.arange(0, 64, layout=rows_p)
+    c_p = gl.arange(0, 64, layout=cols_p)
+    ld_layout: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [W, 1], [1, 0])
 
     # oᵀ's elements by pointer (padding, the partial last chunk): column = token
     o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
 
     if slot < 0:
         for c in range((eos - bos + 63) // 64):
-            tok = bos + c * 64 + c_t
+            tok = bos + c * 64 + c_tok
             gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None],
                      gl.zeros([BV, 64], o.dtype.element_ty, acc_c), mask=(tok < eos)[None, :])  # fmt: skip
         return
@@ -177,7 +188,7 @@ def _gdn_gluon_batch_state_kernel(
     # exp(γ_C − γ): three rows of a buffer, two exponentials a thread) are stored, and read back where
     # they are used.
     g_s = gl.allocate_shared_memory(gl.float32, [6, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
-    flat: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    flat: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
     r_flat = gl.arange(0, 64, layout=flat)
     first = r_flat < eos - bos  # read by the loop only where the first chunk is whole
     _store_gate_factors(g_s, 0, gl.load(gam_of_hv + bos + r_flat, mask=first, other=0.0),
@@ -200,7 +211,7 @@ def _gdn_gluon_batch_state_kernel(
         mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
         q_t = q_s.index(stage)
         k_t = k_s.index(stage)
-        ks, qk, qs, s_op = _reads(state, q_t, k_t, dt, a_c, acc_c, BV)
+        ks, qk, qs, s_op = _reads(state, q_t, k_t, dt, a_c, acc_c, acc_p, BV)
         # The previous chunk's output rows (issued before these reads) into their buffer: the TMA
         # store that last read it (two steps ago) was waited for before the last barrier
         out, vn_op = warpgroup_mma_wait(num_outstanding=3, deps=(out, vn_op))
@@ -218,10 +229,9 @@ def _gdn_gluon_batch_state_kernel(
         # P while Tβ (·) runs; above the diagonal E may overflow to inf, which the select discards
         qk, qs, s_op = warpgroup_mma_wait(num_outstanding=1, deps=(qk, qs, s_op))
         e = gl.exp2(
-            (g_s.index(now).load(gl.SliceLayout(1, acc_c)) + log2_scale)[:, None]
-            - g_s.index(now).load(tok_c)[None, :]
+            (g_s.index(now).load(rows_p) + log2_scale)[:, None] - g_s.index(now).load(cols_p)[None, :]
         )
-        p_s.index(c % 2).store(gl.where(r_t[:, None] >= c_t[None, :], qk * e, 0.0).to(dt))
+        p_s.index(c % 2).store(gl.where(r_p[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
         _store_gate_factors(g_s, 3 * ((c + 1) % 2), gam_next, after_next)
         fence_async_shared()
         # The step's one barrier: P, the output rows and the next gate sums written; every thread past
@@ -256,7 +266,7 @@ def _gdn_gluon_batch_state_kernel(
         # the loop), the same step on one thread barrier more, masked stores.
         tok0 = bos + n_full * 64
         gam, to_end, decay_c, b_row, b_col = _gates_ready(
-            _gate_loads(gam_of_hv, after_of_hv, tok0, tail, c_t, r_t, c_t, False)
+            _gate_loads(gam_of_hv, after_of_hv, tok0, tail, c_tok, r_p, c_p, False)
         )
         gl.thread_barrier()
         _load_tile(q_s.index(0), q + col_qk, tok0, tail, H * K, K, ld_layout)
@@ -267,14 +277,14 @@ def _gdn_gluon_batch_state_kernel(
         gl.thread_barrier()
         q_t = q_s.index(0)
         k_t = k_s.index(0)
-        ks, qk, qs, s_op = _reads(state, q_t, k_t, dt, a_c, acc_c, BV)
+        ks, qk, qs, s_op = _reads(state, q_t, k_t, dt, a_c, acc_c, acc_p, BV)
         v_c = v_s.index(0).permute((1, 0)).load(acc_c).to(gl.float32)
         ks, qk, qs, s_op = warpgroup_mma_wait(num_outstanding=0, deps=(ks, qk, qs, s_op))
         u_op = gl.convert_layout((v_c - ks * gl.exp(gam)[None, :]).to(dt), a_c)
         v_new = warpgroup_mma(u_op, t_s.index(0).permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
                               use_acc=False, is_async=True)  # fmt: skip
         e = gl.exp2((b_row + log2_scale)[:, None] - b_col[None, :])
-        p_s.index(0).store(gl.where(r_t[:, None] >= c_t[None, :], qk * e, 0.0).to(dt))
+        p_s.index(0).store(gl.where(r_p[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
         fence_async_shared()
         gl.thread_barrier()
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
@@ -284,7 +294,7 @@ def _gdn_gluon_batch_state_kernel(
         out = warpgroup_mma(vn_op, p_s.index(0).permute((1, 0)), qs * (gl.exp(gam) * scale)[None, :],
                             is_async=True)  # fmt: skip
         state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
-        tok = tok0 + c_t
+        tok = tok0 + c_tok
         gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None], out.to(o.dtype.element_ty),
                  mask=(tok < eos)[None, :])  # fmt: skip
 
@@ -295,22 +305,24 @@ def _gdn_gluon_batch_state_kernel(
 
 
 def launch_state(
-    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, pdl=False
-) -> None:
+    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, pdl=False,
+    block_v: int = BLOCK_V,
+) -> None:  # fmt: skip
     """This pass over every sequence unsplit, on the intra launch's Tβ and gate sums, as
-    ``chunk_gluon.launch_state`` (the same arguments and contract; ``supported(q, k, v)`` true)."""
+    ``chunk_gluon.launch_state`` (the same arguments and contract; ``supported(q, k, v)`` true, and V
+    a multiple of ``block_v``: 64, one warpgroup a program, or 128, two sharing the tiles)."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
     descs = (
         descriptor(q, K),
         descriptor(k, K),
-        descriptor(v, BLOCK_V),
+        descriptor(v, block_v),
         descriptor(tbeta, CHUNK),
-        descriptor(o, BLOCK_V),
+        descriptor(o, block_v),
     )
-    _gdn_gluon_batch_state_kernel[(triton.cdiv(V, BLOCK_V), HV, N)](
+    _gdn_gluon_batch_state_kernel[(triton.cdiv(V, block_v), HV, N)](
         *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
         T, state_pool.stride(0), scale,
-        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=STAGES, PDL=pdl, num_warps=4, launch_pdl=pdl,
+        H=H, HV=HV, K=K, V=V, BV=block_v, STAGES=STAGES, PDL=pdl, num_warps=block_v // 16, launch_pdl=pdl,
     )  # fmt: skip

@@ -38,7 +38,7 @@ class GluonSwitch:
     def __init__(self, monkeypatch):
         from stampgen.kernels.gdn import chunk_gluon, chunk_gluon_batch, chunk_intra_gluon
 
-        self.calls = []  # state passes: "gluon" (chunk_gluon) or "batch" (chunk_gluon_batch)
+        self.calls = []  # state passes: "gluon" (chunk_gluon), "batch64" / "batch128" (chunk_gluon_batch)
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
         self.gluon_intra = []  # Gluon intra launches (``gluon_intra``)
         self._monkeypatch = monkeypatch
@@ -48,7 +48,7 @@ class GluonSwitch:
             launch = module.launch_state
 
             def launch_state(*args, **kwargs):
-                self.calls.append(name)
+                self.calls.append(name + (str(kwargs.get("block_v", 64)) if name == "batch" else ""))
                 self.pdl.append(kwargs.get("pdl", False))
                 return launch(*args, **kwargs)
 
@@ -65,11 +65,12 @@ class GluonSwitch:
         # the Triton passes until on()
         self._pin(gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=False)
 
-    def on(self, pdl: bool = False, intra: bool = False, batch: bool = False):
+    def on(self, pdl: bool = False, intra: bool = False, batch: int | None = None):
         """The intra launch before the state pass; with ``pdl`` the state pass its programmatic
         dependent (``gluon_pdl``); with ``intra`` the intra launch is the Gluon one (``gluon_intra``);
-        with ``batch`` the state pass is ``chunk_gluon_batch``'s (``gluon_batch``)."""
-        self._pin(gluon_state=True, gluon_pdl=pdl, gluon_intra=intra, gluon_batch=batch)
+        with ``batch`` (a V tile) the state pass is ``chunk_gluon_batch``'s (``gluon_batch``)."""
+        tile = dict(gluon_batch=batch is not None, gluon_batch_block_v=batch or 64)
+        self._pin(gluon_state=True, gluon_pdl=pdl, gluon_intra=intra, **tile)
 
     def _pin(self, **fields):
         default = self._default
@@ -111,8 +112,8 @@ MODES = {
 }
 
 
-# Which Gluon state pass: chunk_gluon's, or chunk_gluon_batch's (the state transposed).
-PASSES = {"gluon": False, "batch": True}
+# Which Gluon state pass: chunk_gluon's, or chunk_gluon_batch's (the state transposed) at its V tiles.
+PASSES = {"gluon": None, "batch64": 64, "batch128": 128}
 
 
 @pytest.mark.parametrize("state_pass", PASSES)
@@ -153,11 +154,22 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
         (dict(H=1, HV=2, K=64, V=64), torch.bfloat16, "gluon"),
         (dict(H=2, HV=4, K=128, V=32), torch.bfloat16, "gluon"),
         (QWEN3_NEXT, torch.float16, "gluon"),
-        (dict(H=1, HV=2, K=64, V=64), torch.bfloat16, "batch"),
-        (dict(H=2, HV=4, K=128, V=192), torch.bfloat16, "batch"),
-        (QWEN3_NEXT, torch.float16, "batch"),
+        (dict(H=1, HV=2, K=64, V=64), torch.bfloat16, "batch64"),
+        (dict(H=2, HV=4, K=128, V=192), torch.bfloat16, "batch64"),
+        (QWEN3_NEXT, torch.float16, "batch64"),
+        (dict(H=1, HV=2, K=64, V=128), torch.bfloat16, "batch128"),
+        (QWEN3_NEXT, torch.float16, "batch128"),
     ],
-    ids=["K64-V64", "K128-V32", "fp16", "batch-K64-V64", "batch-K128-V192", "batch-fp16"],
+    ids=[
+        "K64-V64",
+        "K128-V32",
+        "fp16",
+        "batch64-K64-V64",
+        "batch64-K128-V192",
+        "batch64-fp16",
+        "batch128-K64-V128",
+        "batch128-fp16",
+    ],  # fmt: skip
 )
 def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype, state_pass):
     low, upcast = _inputs([100, 37, 64], seed=dims["K"] + dims["V"], dtype=dtype, **dims)

@@ -55,7 +55,10 @@ PATHS = {
     "gluon-state": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False),
     "gluon-intra": dict(gluon_state=False, gluon_pdl=False, gluon_intra=True),
     "gluon-both": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
-    "gluon-batch": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False, gluon_batch=True),
+    "gluon-batch64": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False, gluon_batch=True),
+    "gluon-batch128": dict(
+        gluon_state=True, gluon_pdl=True, gluon_intra=False, gluon_batch=True, gluon_batch_block_v=128
+    ),
 }
 
 
@@ -63,8 +66,10 @@ def _applies(path: str, inputs: dict) -> bool:
     from stampgen.kernels.gdn import chunk_gluon, chunk_gluon_batch, chunk_intra_gluon
 
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
-    state_pass = chunk_gluon_batch if PATHS[path].get("gluon_batch") else chunk_gluon
-    state = not PATHS[path]["gluon_state"] or state_pass.supported(q, k, v)
+    if PATHS[path].get("gluon_batch"):
+        state = chunk_gluon_batch.supported(q, k, v, PATHS[path].get("gluon_batch_block_v", 64))
+    else:
+        state = not PATHS[path]["gluon_state"] or chunk_gluon.supported(q, k, v)
     intra = not PATHS[path]["gluon_intra"] or chunk_intra_gluon.supported(k)
     return state and intra
 
