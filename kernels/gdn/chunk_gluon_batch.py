@@ -39,14 +39,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from stampgen.kernels.chunked.gluon_pdl import wait_for_primary
 from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
-from stampgen.kernels.gdn.chunk_gluon import (
-    _copy_tiles,
-    _gate_loads,
-    _gates_ready,
-    _load_tile,
-    _wait_for_intra,
-)
+from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _gate_loads, _gates_ready, _load_tile
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
 BLOCK_V = 64  # one wgmma row block of Sᵀ
@@ -172,7 +167,7 @@ def _gdn_gluon_batch_state_kernel(
 
     state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
     if PDL:
-        _wait_for_intra()
+        wait_for_primary()
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)
     cols = (col_qk, col_v, col_t)
