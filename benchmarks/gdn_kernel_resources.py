@@ -147,7 +147,7 @@ KERNELS = {
     "state": (chunk_state._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
     "carry": (chunk_state._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
     "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
-    "gluon_batch": (chunk_gluon_batch._gdn_gluon_batch_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
+    "gluon_batch": (chunk_gluon_batch._gdn_gluon_batch_state_kernel, dict(H=H, HV=HV, K=K, V=V)),
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
     # K̃ by chunk, as for the state pass's TMA tiles
     "kda_intra": (
@@ -284,10 +284,9 @@ VARIANTS = [
     ("carry", "8 warps", dict(BV=_default.block_v), 8, _default.carry_stages),
     ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V), 4, 1),
     ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, PDL=True), 4, 1),
-    ("gluon_batch", "default", dict(BV=chunk_gluon_batch.BLOCK_V, STAGES=chunk_gluon_batch.STAGES), 4, 1),
-    ("gluon_batch", "2 stages", dict(BV=chunk_gluon_batch.BLOCK_V, STAGES=2), 4, 1),
-    ("gluon_batch", "BV=128, 8 warps", dict(BV=128, STAGES=chunk_gluon_batch.STAGES), 8, 1),
-    ("gluon_batch", "BV=128, 2 stages", dict(BV=128, STAGES=2), 8, 1),
+    ("gluon_batch", "default", dict(BV=chunk_gluon_batch.BLOCK_V, STAGES=chunk_gluon_batch.STAGES), 8, 1),
+    ("gluon_batch", "2 stages", dict(BV=chunk_gluon_batch.BLOCK_V, STAGES=2), 8, 1),
+    ("gluon_batch", "BV=64, 4 warps", dict(BV=64, STAGES=chunk_gluon_batch.STAGES), 4, 1),
     ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True), 4, 1),
     ("kda_intra", "default", dict(BKB=_kda.key_block, LEVELS=False), _kda.intra_warps, 1),
     ("kda_intra", "key block 128", dict(BKB=128, LEVELS=False), _kda.intra_warps, 1),

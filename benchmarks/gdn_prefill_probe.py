@@ -41,7 +41,12 @@ CASES = {  # name -> sequence lengths
     "16x2048": [2048] * 16,
     "T=65536": [65536],
     "T=16384": [16384],
-    "4x8192": [8192] * 4,  # a batch of another shape (no peer figures for it: its peer columns are nan)
+    # batches of other shapes (no peer figures for them: their peer columns are nan)
+    "4x8192": [8192] * 4,
+    "2x4096": [4096] * 2,
+    "8x4096": [4096] * 8,
+    "64x512": [512] * 64,
+    "16k+15x1k": [16384] + [1024] * 15,  # one long sequence among short ones: split into segments
 }
 # Peers on the H200, CUDA-graph ms (docs/kernels.md, "Peers on the H200").
 FLA_MS = {"T=4096": 0.2531, "T=16384": 0.9670, "T=65536": 3.8833, "16x2048": 2.2223}

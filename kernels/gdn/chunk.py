@@ -121,37 +121,37 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
-    _launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config)
+    state_pass = _state_pass(q, k, v, config)
+    state_pass(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config)
     return o
 
 
 def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
-    """The intra launch and a Gluon state pass (``_gluon_state`` true), one after the other."""
+    """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true), one after the other."""
+    from stampgen.kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
+
     pdl = config.gluon_pdl
     tbeta, gates, _ = _launch_intra(
         k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False
     )
-    tile = dict(block_v=config.gluon_batch_block_v) if config.gluon_batch else {}
-    _gluon_pass(config).launch_state(
-        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl, **tile
-    )
-
-
-def _gluon_pass(config: LaunchConfig):
-    """The Gluon state pass's module: ``chunk_gluon``, or ``chunk_gluon_batch`` with ``gluon_batch``
-    (imported here: Gluon kernels only where they run)."""
-    if config.gluon_batch:
-        from stampgen.kernels.gdn import chunk_gluon_batch
-
-        return chunk_gluon_batch
-    from stampgen.kernels.gdn import chunk_gluon
-
-    return chunk_gluon
+    chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl)
 
 
 def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
-    """Whether this call's state pass is a Gluon one (asked for, and it applies here)."""
+    """Whether this call's state pass is ``chunk_gluon``'s (asked for, and it applies here)."""
     if not config.gluon_state or _INTERPRET:
         return False
-    tile = (config.gluon_batch_block_v,) if config.gluon_batch else ()
-    return _gluon_pass(config).supported(q, k, v, *tile)
+    from stampgen.kernels.gdn import chunk_gluon
+
+    return chunk_gluon.supported(q, k, v)
+
+
+def _state_pass(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig):
+    """Launch 3: ``chunk_state``'s Triton pass, or ``chunk_gluon_batch``'s (``gluon_batch``, where it
+    applies); the same arguments."""
+    if config.gluon_batch and not _INTERPRET:
+        from stampgen.kernels.gdn import chunk_gluon_batch  # imported here: Gluon only where it runs
+
+        if chunk_gluon_batch.supported(q, k, v, config.gluon_batch_block_v):
+            return chunk_gluon_batch.launch_state
+    return _launch_state

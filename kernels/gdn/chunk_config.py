@@ -53,11 +53,12 @@ class LaunchConfig(NamedTuple):
     # of 4k–64k tokens (Gluon state pass) and 10% on 16×2048 (Triton passes) than with the Triton intra
     # launch (benchmarks/RESULTS.md).
     gluon_intra: bool = False
-    # With ``gluon_state``: the state pass is ``chunk_gluon_batch``'s, the state transposed in V tiles of
-    # 64 (a candidate for batches; NOT measured on a GPU yet, off everywhere).
+    # Launch 3 of the Triton passes (the state pass over segments) is ``chunk_gluon_batch``'s where it
+    # applies (sm_90, 16-bit q/k/v, V a multiple of its V tile): the state transposed in the wgmma
+    # accumulator, one program an SM; the segment and carry launches before it as for the Triton one.
     gluon_batch: bool = False
-    # ``chunk_gluon_batch``'s V tile: 64 (one warpgroup a program) or 128 (two, sharing the tiles)
-    gluon_batch_block_v: int = 64
+    # ``chunk_gluon_batch``'s V tile: 128 (two warpgroups a program, sharing its tiles) or 64 (one)
+    gluon_batch_block_v: int = 128
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
@@ -97,6 +98,11 @@ def launch_config(
       0.7–1.6% less).
     - The intra launch in Gluon (``gluon_intra``) wherever it applies (sm_90, bf16), before either
       state pass: 8–9% less time on one sequence, 10% on 16×2048.
+    - Where the Triton passes run, their state pass is ``chunk_gluon_batch``'s (``gluon_batch``) where
+      it applies, at V tiles of 128: one program an SM over (segment, value head), so the segments
+      above (2·SMs // tiles of 64 = SMs // tiles of 128) fill the GPU as they do for the Triton pass.
+      Measured: 16×2048 0.664 against 0.785 ms, 4×8192 0.643 against 0.775 (V tiles of 64: 0.939 and
+      0.916, slower than the Triton pass).
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
@@ -110,5 +116,5 @@ def launch_config(
     gluon = chunk_gluon.programs(num_v_heads, v_dim, num_seqs) < _SM_COUNT_HINT
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
-        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True,
+        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_batch=not gluon,
     )  # fmt: skip

@@ -39,12 +39,11 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from stampgen.kernels.chunked.gluon_pdl import wait_for_primary
-from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
+from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _gate_loads, _gates_ready, _load_tile
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
-BLOCK_V = 64  # one wgmma row block of Sᵀ
+BLOCK_V = 128  # two warpgroups, a wgmma row block of Sᵀ each (64: one)
 STAGES = 3  # TMA buffers of the q / k / v / Tβ tiles: a step's copies are issued a step and a half ahead
 
 
@@ -83,6 +82,18 @@ def _state_ptrs(
 
 
 @gluon.jit
+def _scratch_ptrs(
+    scratch, seg, hv, i_v, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+    acc_s: gl.constexpr,
+):  # fmt: skip
+    """Pointers to Sᵀ [BV, K] of (segment ``seg``, value head ``hv``) in the segment and carry launches'
+    [segments, HV, K, V] fp32 scratch (S, not Sᵀ: V last)."""
+    rows = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_s))
+    cols = gl.arange(0, K, layout=gl.SliceLayout(0, acc_s))
+    return scratch + (seg.to(gl.int64) * HV + hv) * (K * V) + cols[None, :] * V + rows[:, None]
+
+
+@gluon.jit
 def _store_gate_factors(g_s, row, gam, after):
     """A chunk's gate factors from its gate sums γ and γ_C − γ into rows ``row`` (γ·log2 e, the
     exponent of P's E), ``row + 1`` (exp γ) and ``row + 2`` (exp(γ_C − γ)) of ``g_s``."""
@@ -100,22 +111,33 @@ def _output_tile(o_s, out, dt: gl.constexpr):
 @gluon.jit
 def _gdn_gluon_batch_state_kernel(
     q_desc, k_desc, v_desc, t_desc, o_desc,
-    q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
-    n_tokens, pool_slot_stride, scale,
+    q, k, v, tbeta, o, gates, state_pool, state_indices, schedule, start, carry,
+    n_tokens, pool_slot_stride, scale, seg_chunks, N,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    STAGES: gl.constexpr, PDL: gl.constexpr,
+    STAGES: gl.constexpr,
 ):  # fmt: skip
     i_v = gl.program_id(0)
     hv = gl.program_id(1)
-    n = gl.program_id(2)
+    # The segment this program runs, from the schedule the intra launch wrote (every segment's row:
+    # ``chunk_common._write_schedule``; Gluon cannot call its Triton reader)
+    row = schedule + gl.program_id(2).to(gl.int64) * _SCHEDULE_ROW
+    n = gl.load(row).to(gl.int32)
+    if n >= N:
+        return
+    j = gl.load(row + 1).to(gl.int32)
+    bos = gl.load(row + 2).to(gl.int32)
+    eos = gl.load(row + 3).to(gl.int32)
+    n_segs = gl.load(row + 4).to(gl.int32)
+    first_non_last = gl.load(row + 5).to(gl.int32)
     h = hv // (HV // H)
     col_qk = h * K
     col_v = hv * V + i_v * BV
     col_t = hv * 64
-    bos = gl.load(cu_seqlens + n).to(gl.int32)
-    eos = gl.load(cu_seqlens + n + 1).to(gl.int32)
-    n_full = (eos - bos) // 64
-    tail = (eos - bos) % 64
+    c_lo = j * seg_chunks
+    base = bos + c_lo * 64  # the segment's first token
+    end = gl.minimum(base + seg_chunks * 64, eos)  # one past its last
+    n_full = (end - base) // 64
+    tail = (end - base) % 64  # a partial chunk: the sequence's last, in its last segment
     slot = gl.load(state_indices + n).to(gl.int64)
 
     # Accumulators: Sᵀ [BV, K]; (K S)ᵀ, (Q S)ᵀ, v_newᵀ, oᵀ [BV, 64], a warpgroup's 64 rows each; Q Kᵀ
@@ -145,12 +167,10 @@ def _gdn_gluon_batch_state_kernel(
     o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
 
     if slot < 0:
-        for c in range((eos - bos + 63) // 64):
-            tok = bos + c * 64 + c_tok
+        for c in range((end - base + 63) // 64):
+            tok = base + c * 64 + c_tok
             gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None],
-                     gl.zeros([BV, 64], o.dtype.element_ty, acc_c), mask=(tok < eos)[None, :])  # fmt: skip
-        return
-    if eos == bos:
+                     gl.zeros([BV, 64], o.dtype.element_ty, acc_c), mask=(tok < end)[None, :])  # fmt: skip
         return
 
     dt: gl.constexpr = q_desc.dtype
@@ -165,14 +185,19 @@ def _gdn_gluon_batch_state_kernel(
         mbarrier.init(bars.index(i), count=1)
     nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
 
-    state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
-    if PDL:
-        wait_for_primary()
+    # The segment's initial state: the pool row (one segment), the copy the segment pass made of it
+    # (the first of several: the last may write the row first), or the state the carry launch made
+    if n_segs == 1:
+        state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
+    elif j == 0:
+        state = gl.load(_scratch_ptrs(start, first_non_last, hv, i_v, HV, K, V, BV, acc_s))
+    else:
+        state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)
     cols = (col_qk, col_v, col_t)
     for i in gl.static_range(STAGES - 1):
-        _copy_tiles(descs, bufs, bars, i, bos + i * 64, cols, nbytes, i < n_full)
+        _copy_tiles(descs, bufs, bars, i, base + i * 64, cols, nbytes, i < n_full)
 
     gam_of_hv = gates + hv.to(gl.int64) * n_tokens
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
@@ -185,19 +210,19 @@ def _gdn_gluon_batch_state_kernel(
     g_s = gl.allocate_shared_memory(gl.float32, [6, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     flat: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
     r_flat = gl.arange(0, 64, layout=flat)
-    first = r_flat < eos - bos  # read by the loop only where the first chunk is whole
-    _store_gate_factors(g_s, 0, gl.load(gam_of_hv + bos + r_flat, mask=first, other=0.0),
-                        gl.load(after_of_hv + bos + r_flat, mask=first, other=0.0))  # fmt: skip
+    first = r_flat < end - base  # read by the loop only where the first chunk is whole
+    _store_gate_factors(g_s, 0, gl.load(gam_of_hv + base + r_flat, mask=first, other=0.0),
+                        gl.load(after_of_hv + base + r_flat, mask=first, other=0.0))  # fmt: skip
     decay_c = gl.exp(
-        gl.load(gam_of_hv + bos) + gl.load(after_of_hv + bos)
+        gl.load(gam_of_hv + base) + gl.load(after_of_hv + base)
     )  # exp γ_C = exp(γ_0 + (γ_C − γ_0))
     gl.thread_barrier()
     out = warpgroup_mma_init(gl.zeros([BV, 64], gl.float32, acc_c))
     vn_op = gl.zeros([BV, 64], dt, a_c)
     for c in range(n_full):
         stage = c % STAGES
-        tok0 = bos + c * 64
-        tok_n = gl.minimum(tok0 + 64, bos + (n_full - 1) * 64)
+        tok0 = base + c * 64
+        tok_n = gl.minimum(tok0 + 64, base + (n_full - 1) * 64)
         gam_next = gl.load(gam_of_hv + tok_n + r_flat)
         after_next = gl.load(after_of_hv + tok_n + r_flat)
         ends_next = gl.load(gam_of_hv + tok_n) + gl.load(after_of_hv + tok_n)
@@ -235,7 +260,7 @@ def _gdn_gluon_batch_state_kernel(
         if c > 0:
             tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((c - 1) % 2))
         ahead = c + STAGES - 1
-        _copy_tiles(descs, bufs, bars, ahead % STAGES, bos + ahead * 64, cols, nbytes, ahead < n_full)
+        _copy_tiles(descs, bufs, bars, ahead % STAGES, base + ahead * 64, cols, nbytes, ahead < n_full)
 
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
         to_end = g_s.index(now + 2).load(tok_c)
@@ -254,12 +279,14 @@ def _gdn_gluon_batch_state_kernel(
         _output_tile(o_s.index((n_full - 1) % 2), out, dt)
         fence_async_shared()
         gl.thread_barrier()
-        tma.async_copy_shared_to_global(o_desc, [bos + (n_full - 1) * 64, col_v], o_s.index((n_full - 1) % 2))
+        tma.async_copy_shared_to_global(
+            o_desc, [base + (n_full - 1) * 64, col_v], o_s.index((n_full - 1) % 2)
+        )
 
     if tail > 0:
         # The partial last chunk: masked loads into buffer 0 (its copies, if any, were waited for in
         # the loop), the same step on one thread barrier more, masked stores.
-        tok0 = bos + n_full * 64
+        tok0 = base + n_full * 64
         gam, to_end, decay_c, b_row, b_col = _gates_ready(
             _gate_loads(gam_of_hv, after_of_hv, tok0, tail, c_tok, r_p, c_p, False)
         )
@@ -291,24 +318,28 @@ def _gdn_gluon_batch_state_kernel(
         state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
         tok = tok0 + c_tok
         gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None], out.to(o.dtype.element_ty),
-                 mask=(tok < eos)[None, :])  # fmt: skip
+                 mask=(tok < tok0 + tail)[None, :])  # fmt: skip
 
     tma.store_wait(pendings=0)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(bars.index(i))
-    gl.store(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s), state)
+    # j and n_segs loaded again, not held through the loop (registers)
+    if gl.load(row + 1) == gl.load(row + 4) - 1:
+        gl.store(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s), state)
 
 
 def launch_state(
-    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, pdl=False,
-    block_v: int = BLOCK_V,
+    q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale: float, config,
 ) -> None:  # fmt: skip
-    """This pass over every sequence unsplit, on the intra launch's Tβ and gate sums, as
-    ``chunk_gluon.launch_state`` (the same arguments and contract; ``supported(q, k, v)`` true, and V
-    a multiple of ``block_v``: 64, one warpgroup a program, or 128, two sharing the tiles)."""
+    """Launch 3 of ``chunk_state`` in this form: the state pass over every segment, with the output fused
+    in, on the intra launch's Tβ, gate sums and schedule and the segment and carry launches' initial
+    states (``start`` / ``carry``: None where no sequence can be split); updates the pool in place.
+    ``supported(q, k, v, config.gluon_batch_block_v)`` true."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
-    N = state_indices.shape[0]
+    block_v = config.gluon_batch_block_v
+    if start is None:  # no sequence is split: never read (n_segs is 1 in every schedule row)
+        start = carry = state_pool
     descs = (
         descriptor(q, K),
         descriptor(k, K),
@@ -316,8 +347,9 @@ def launch_state(
         descriptor(tbeta, CHUNK),
         descriptor(o, block_v),
     )
-    _gdn_gluon_batch_state_kernel[(triton.cdiv(V, block_v), HV, N)](
-        *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
-        T, state_pool.stride(0), scale,
-        H=H, HV=HV, K=K, V=V, BV=block_v, STAGES=STAGES, PDL=pdl, num_warps=block_v // 16, launch_pdl=pdl,
+    segments = schedule.shape[1]
+    _gdn_gluon_batch_state_kernel[(triton.cdiv(V, block_v), HV, segments)](
+        *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, schedule, start, carry,
+        T, state_pool.stride(0), float(scale), config.seg_chunks, state_indices.shape[0],
+        H=H, HV=HV, K=K, V=V, BV=block_v, STAGES=STAGES, num_warps=block_v // 16,
     )  # fmt: skip

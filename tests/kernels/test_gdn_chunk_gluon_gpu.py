@@ -65,12 +65,20 @@ class GluonSwitch:
         # the Triton passes until on()
         self._pin(gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=False)
 
-    def on(self, pdl: bool = False, intra: bool = False, batch: int | None = None):
+    def on(self, pdl: bool = False, intra: bool = False, batch: int | None = None, **fields):
         """The intra launch before the state pass; with ``pdl`` the state pass its programmatic
-        dependent (``gluon_pdl``); with ``intra`` the intra launch is the Gluon one (``gluon_intra``);
-        with ``batch`` (a V tile) the state pass is ``chunk_gluon_batch``'s (``gluon_batch``)."""
-        tile = dict(gluon_batch=batch is not None, gluon_batch_block_v=batch or 64)
-        self._pin(gluon_state=True, gluon_pdl=pdl, gluon_intra=intra, **tile)
+        dependent (``gluon_pdl``); with ``intra`` the intra launch is the Gluon one (``gluon_intra``).
+        With ``batch`` (a V tile) the Triton passes' launch 3 is ``chunk_gluon_batch``'s (``gluon_batch``;
+        no PDL there), else ``chunk_gluon`` replaces the segment, carry and state passes. ``fields``:
+        other ``LaunchConfig`` fields to pin."""
+        if batch is None:
+            self._pin(gluon_state=True, gluon_pdl=pdl, gluon_intra=intra, **fields)
+        else:
+            assert not pdl, "chunk_gluon_batch is not launched as a programmatic dependent"
+            self._pin(
+                gluon_state=False, gluon_pdl=False, gluon_intra=intra, gluon_batch=True,
+                gluon_batch_block_v=batch, **fields,
+            )  # fmt: skip
 
     def _pin(self, **fields):
         default = self._default
@@ -109,15 +117,17 @@ MODES = {
     "intra-before": (False, False),
     "pdl-after-intra": (True, False),
     "pdl-after-gluon-intra": (True, True),
+    "gluon-intra-before": (False, True),
 }
 
 
 # Which Gluon state pass: chunk_gluon's, or chunk_gluon_batch's (the state transposed) at its V tiles.
 PASSES = {"gluon": None, "batch64": 64, "batch128": 128}
+# (state pass, mode): chunk_gluon in every mode; chunk_gluon_batch after either intra launch (no PDL)
+PASS_MODES = [(p, m) for p in PASSES for m in MODES if not (PASSES[p] and MODES[m][0])]
 
 
-@pytest.mark.parametrize("state_pass", PASSES)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("state_pass,mode", PASS_MODES)
 @pytest.mark.parametrize("case", CASES)
 def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, case, mode, state_pass):
     pdl, intra = MODES[mode]
@@ -183,8 +193,7 @@ def test_gluon_state_pass_at_other_head_dims_and_fp16(gluon, dims, dtype, state_
     assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
 
 
-@pytest.mark.parametrize("state_pass", PASSES)
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("state_pass,mode", PASS_MODES)
 def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, mode, state_pass):
     pdl, intra = MODES[mode]
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
@@ -194,3 +203,34 @@ def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, mode, 
     assert set(gluon.calls) == {state_pass}, "the Gluon state pass asked for did not run"
     assert set(gluon.pdl) == {pdl}
     assert bool(gluon.gluon_intra) == intra
+
+
+def test_batch_pass_takes_split_sequences_from_the_segment_and_carry_launches(gluon, monkeypatch):
+    # Four chunks a segment: the 700-token sequence (10 full chunks and a partial one) is cut in three,
+    # the 520-token one in three, the 300-token one in two; the second of each reads the segment pass's
+    # copy of the pool row, the later ones the carry launch's states. One padding slot.
+    carried = []
+    launch_carry = chunk._launch_carry
+
+    def counted_carry(*args, **kwargs):
+        carry = launch_carry(*args, **kwargs)
+        carried.append(carry is not None)
+        return carry
+
+    monkeypatch.setattr(chunk, "_launch_carry", counted_carry)
+    seqlens = [700, 300, 1, 520, 64]
+    low, upcast = _inputs(seqlens, seed=5, pad=1)
+    triton_passes = clone_inputs(low)
+    gluon._pin(seg_chunks=4, gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=False)
+    o_triton = gdn.prefill(**triton_passes, backend="triton")
+    gluon.on(intra=True, batch=128, seg_chunks=4)
+    o = gdn.prefill(**low, backend="triton")
+    assert gluon.calls == ["batch128"], "the batch pass did not run"
+    assert carried == [True, True], "no sequence was split"
+    o_ref = gdn.prefill(**upcast, backend="torch")
+    slots = low["state_indices"].tolist()
+    used = torch.tensor([s for s in slots if s >= 0], dtype=torch.long, device="cuda")
+    assert rel_rmse(o, o_triton) <= SAME_MATH_BOUND
+    assert rel_rmse(low["state_pool"][used], triton_passes["state_pool"][used]) <= SAME_MATH_BOUND
+    assert rel_rmse(o, o_ref) <= BF16_BOUND
+    assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND

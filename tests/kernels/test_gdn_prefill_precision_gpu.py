@@ -55,9 +55,14 @@ PATHS = {
     "gluon-state": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False),
     "gluon-intra": dict(gluon_state=False, gluon_pdl=False, gluon_intra=True),
     "gluon-both": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
-    "gluon-batch64": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False, gluon_batch=True),
+    # chunk_gluon_batch as the Triton passes' state pass, at its two V tiles after the Triton intra
+    # launch, and at 128 after the Gluon one (the default for batches)
+    "gluon-batch64": dict(gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=True),
     "gluon-batch128": dict(
-        gluon_state=True, gluon_pdl=True, gluon_intra=False, gluon_batch=True, gluon_batch_block_v=128
+        gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=True, gluon_batch_block_v=128
+    ),
+    "gluon-batch128-intra": dict(
+        gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True, gluon_batch_block_v=128
     ),
 }
 
@@ -66,10 +71,9 @@ def _applies(path: str, inputs: dict) -> bool:
     from stampgen.kernels.gdn import chunk_gluon, chunk_gluon_batch, chunk_intra_gluon
 
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
+    state = not PATHS[path]["gluon_state"] or chunk_gluon.supported(q, k, v)
     if PATHS[path].get("gluon_batch"):
         state = chunk_gluon_batch.supported(q, k, v, PATHS[path].get("gluon_batch_block_v", 64))
-    else:
-        state = not PATHS[path]["gluon_state"] or chunk_gluon.supported(q, k, v)
     intra = not PATHS[path]["gluon_intra"] or chunk_intra_gluon.supported(k)
     return state and intra
 
