@@ -68,6 +68,11 @@ either state pass; before the passes above a launch of ``_gdn_chunk_intra_kernel
 ``SCHEDULE_ONLY`` writes the segment schedule first. Measured: 8–9% less time on one sequence and 10%
 on 16×2048 than with the Triton intra launch (benchmarks/RESULTS.md).
 
+On sm_90 with 16-bit inputs and V a multiple of 128, ``LaunchConfig.gluon_batch`` (the default wherever
+the passes above run) replaces launch 3 by ``chunk_gluon_batch``'s: the same segments, schedule and initial
+states, the state transposed in the wgmma accumulator, two warpgroups a program sharing its tiles, one
+program per SM. Measured: 16×2048 0.664 against 0.785 ms for the Triton state pass (benchmarks/RESULTS.md).
+
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``
 segments that are not last); each program finds its sequence by a prefix sum over the per-sequence
@@ -81,7 +86,8 @@ The modules, each with one job, import one way (nothing imports this one back:
 
 - ``chunk`` (this module): the public entry, ``prefill``, which picks the launch path;
 - ``chunk_intra``: launch 1 in Triton (and the segment schedule); ``chunk_intra_gluon``: launch 1 in Gluon;
-- ``chunk_state``: launches 2, 2b and 3 in Triton; ``chunk_gluon``: the Gluon state pass;
+- ``chunk_state``: launches 2, 2b and 3 in Triton; ``chunk_gluon``: the Gluon state pass of unsplit
+  sequences; ``chunk_gluon_batch``: launch 3 in Gluon;
 - ``chunk_config``: ``LaunchConfig`` and ``launch_config``, the measured choice for a call's shape;
 - ``chunk_common``: what the launches share (the chunk size, segment location, chunk-row tiles, the
   exp2 / log-space helpers, tile and precision choices, the allocator); ``chunk_tma``: TMA checks and

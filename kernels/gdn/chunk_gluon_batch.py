@@ -1,5 +1,6 @@
-"""A candidate state pass in Gluon for batches of sequences (sm_90): the state transposed, Sᵀ [BV, K] in
-the wgmma accumulator, so that every product of the state's chain takes its left operand from registers.
+"""The chunked GDN prefill's state pass (launch 3 of ``chunk_state``) in Gluon for sm_90, over the same
+segments: the state transposed, Sᵀ [BV, K] in the wgmma accumulator, so that every product of the state's
+chain takes its left operand from registers.
 
 ``chunk_gluon``'s pass holds S [K, BV] and feeds it, and V − K S and v_new after it, to the next product
 as B operands through shared memory: a store, a fence and a barrier between each dependent pair of
@@ -10,18 +11,19 @@ products, and V tiles of 32 columns (its registers). Here, with uᵀ = Vᵀ − 
   FlashAttention-3 feeds P), and so does the update Sᵀ ← exp(γ_C) Sᵀ + (exp(γ_C − γ)⊙v_new)ᵀ K;
 - the output rows oᵀ = scale exp(γ)⊙(Q S)ᵀ + v_newᵀ Pᵀ take P (made from Q Kᵀ, off the chain) as the
   only operand written to shared memory in a step: one barrier a step, not on the state's chain;
-- one warpgroup per 64 columns of a (V tile, value head, sequence): at V tiles of 64 the q / k / Tβ tiles
-  a step reads serve twice the columns of ``chunk_gluon``'s; at 128 two warpgroups share them, and
-  their two state chains (each bound by its products' latency) interleave on the SM.
+- one warpgroup per 64 columns of a (V tile, value head, segment): at V tiles of 128 (the default) two
+  warpgroups share the q / k / Tβ tiles a step reads, and their two state chains (each bound by its
+  products' latency) interleave on the SM; one program per SM (255 registers a thread).
 
-The same math and roundings as ``chunk_gluon`` (S, V − K S and v_new rounded to the input dtype where
-they enter a product). A long sequence gets a half or a quarter of ``chunk_gluon``'s programs (64 or
-32 at Qwen3-Next's heads, on 132 SMs): this pass is for batches.
+The same math and roundings as ``chunk_gluon`` and the Triton pass (S, V − K S and v_new rounded to the
+input dtype where they enter a product). Segments, their schedule and their initial states are the Triton
+passes' (``chunk_state``): a program reads its row of the schedule, starts from the pool row, the segment
+pass's copy of it or the carry launch's state, and only a sequence's last segment writes the pool row.
 
-Measured on the H200 (benchmarks/RESULTS.md, GDN "What remains"): at V tiles of 64, right but slower
-than the Triton passes on 16×2048 (0.941 against 0.789 ms): ~2.9 µs a step, no faster per column than
-``chunk_gluon``. V tiles of 128 (two warpgroups; 255 registers, 32 B of spills, 918 loop instructions a
-warp): NOT run on a GPU yet. GPU tests: ``tests/kernels/test_gdn_chunk_gluon_gpu.py``.
+Measured on the H200 (benchmarks/RESULTS.md): at V tiles of 128, 16×2048 0.664 against 0.785 ms for the
+Triton state pass, 4×8192 0.643 against 0.775; at 64 (one warpgroup a program) slower than the Triton
+pass (0.939 and 0.916): ~2.9 µs a step, no faster per column than ``chunk_gluon``'s, so a step is bound
+by its chain's latency. GPU tests: ``tests/kernels/test_gdn_chunk_gluon_gpu.py``.
 """
 
 from __future__ import annotations

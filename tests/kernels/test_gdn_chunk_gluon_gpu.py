@@ -1,13 +1,14 @@
-"""The Gluon state pass (``kernels/gdn/chunk_gluon.py``, opt-in through ``LaunchConfig.gluon_state``) on
-an sm_90 GPU, against the Triton passes it replaces and the fp32 torch reference.
+"""The Gluon state passes on an sm_90 GPU — ``kernels/gdn/chunk_gluon.py`` (``LaunchConfig.gluon_state``,
+every sequence unsplit) and ``kernels/gdn/chunk_gluon_batch.py`` (``gluon_batch``, launch 3 over the Triton
+passes' segments) — against the Triton passes they replace and the fp32 torch reference.
 
-The Gluon kernel does the Triton state pass's math with the same roundings, so the two agree far inside
-the bf16 bound (a probe of one sequence was bit-identical); what these tests add is every
-edge of the general form: varlen batches, partial last chunks, empty and one-token sequences, padding
-slots, H < HV, other head dims, fp16, CUDA-graph capture — with the intra launch before the state pass,
-with the state pass as its programmatic dependent (``gluon_pdl``), and with the Gluon intra launch
-before it (``gluon_intra``; that launch's outputs alone: ``test_gdn_chunk_intra_gluon_gpu.py``). Each test also checks that the
-Gluon pass really ran, so a fallback to the Triton passes cannot pass for it.
+The Gluon kernels do the Triton state pass's math with the same roundings, so they agree far inside the
+bf16 bound; what these tests add is every edge of the general form: varlen batches, partial last
+chunks, empty and one-token sequences, padding slots, split sequences, H < HV, other head dims, fp16,
+CUDA-graph capture — with the intra launch before the state pass, with ``chunk_gluon`` as its
+programmatic dependent (``gluon_pdl``), and with the Gluon intra launch before it (``gluon_intra``; that
+launch's outputs alone: ``test_gdn_chunk_intra_gluon_gpu.py``). Each test also checks that the Gluon
+pass asked for really ran, so a fallback to the Triton passes cannot pass for it.
 """
 
 import pytest
