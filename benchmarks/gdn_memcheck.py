@@ -4,7 +4,8 @@
 
 Covers our Triton prefill / decode / verify (on sm_90 the prefill's intra launch is the Gluon one;
 ``triton-intra``: the Triton one), the prefill with the Gluon state pass (``triton+gluon``, on sm_90;
-``-pdl``: the state pass launched as the intra launch's programmatic dependent) and the FlashInfer
+``-pdl``: the state pass launched as the intra launch's programmatic dependent), the Triton passes'
+state pass in Triton or in Gluon (``chunk_gluon_batch``, the default for batches on sm_90) and the FlashInfer
 adapters (when flashinfer imports), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
@@ -42,6 +43,10 @@ CONFIG_ROWS = {
     "triton+gluon": dict(gluon_state=True, gluon_pdl=False, gluon_intra=False),
     "triton+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False),
     "gluon-intra+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
+    # the state pass of the Triton passes: Triton's, or chunk_gluon_batch's at V tiles of 64 (the
+    # plain ``triton`` row takes it at 128 where V allows, on sm_90 with bf16)
+    "triton-state": dict(gluon_state=False, gluon_pdl=False, gluon_batch=False),
+    "gluon-batch64": dict(gluon_state=False, gluon_pdl=False, gluon_batch=True, gluon_batch_block_v=64),
 }
 
 

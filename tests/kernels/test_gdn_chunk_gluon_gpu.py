@@ -49,7 +49,8 @@ class GluonSwitch:
             launch = module.launch_state
 
             def launch_state(*args, **kwargs):
-                self.calls.append(name + (str(kwargs.get("block_v", 64)) if name == "batch" else ""))
+                # chunk_gluon_batch.launch_state's last argument is the LaunchConfig
+                self.calls.append(name + (str(args[-1].gluon_batch_block_v) if name == "batch" else ""))
                 self.pdl.append(kwargs.get("pdl", False))
                 return launch(*args, **kwargs)
 
