@@ -123,6 +123,15 @@ MODES = {
 }
 
 
+def _assert_matches(o, inputs, triton_run, reference_run):
+    """The output and the used pool rows of a Gluon run against the Triton passes' (``triton_run``:
+    output, inputs after the run) within the same-math bound, and the reference's within bf16's."""
+    used = inputs["state_indices"][inputs["state_indices"] >= 0].long()
+    for (other_o, other), bound in ((triton_run, SAME_MATH_BOUND), (reference_run, BF16_BOUND)):
+        assert rel_rmse(o, other_o) <= bound
+        assert rel_rmse(inputs["state_pool"][used], other["state_pool"][used]) <= bound
+
+
 # Which Gluon state pass: chunk_gluon's, or chunk_gluon_batch's (the state transposed) at its V tiles.
 PASSES = {"gluon": None, "batch64": 64, "batch128": 128}
 # (state pass, mode): chunk_gluon in every mode; chunk_gluon_batch after either intra launch (no PDL)
@@ -146,12 +155,8 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
     assert len(gluon.gluon_intra) == intra, "the Gluon intra launch ran" if not intra else "it did not"
     o_ref = gdn.prefill(**upcast, backend="torch")
 
+    _assert_matches(o, low, (o_triton, triton_passes), (o_ref, upcast))
     slots = low["state_indices"].tolist()
-    used = torch.tensor([s for s in slots if s >= 0], dtype=torch.long, device="cuda")
-    assert rel_rmse(o, o_triton) <= SAME_MATH_BOUND
-    assert rel_rmse(low["state_pool"][used], triton_passes["state_pool"][used]) <= SAME_MATH_BOUND
-    assert rel_rmse(o, o_ref) <= BF16_BOUND
-    assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
     cu = low["cu_seqlens"].tolist()
     for n, slot in enumerate(slots):
         if slot < 0:
@@ -230,9 +235,4 @@ def test_batch_pass_takes_split_sequences_from_the_segment_and_carry_launches(gl
     assert gluon.calls == ["batch128"], "the batch pass did not run"
     assert carried == [True, True], "no sequence was split"
     o_ref = gdn.prefill(**upcast, backend="torch")
-    slots = low["state_indices"].tolist()
-    used = torch.tensor([s for s in slots if s >= 0], dtype=torch.long, device="cuda")
-    assert rel_rmse(o, o_triton) <= SAME_MATH_BOUND
-    assert rel_rmse(low["state_pool"][used], triton_passes["state_pool"][used]) <= SAME_MATH_BOUND
-    assert rel_rmse(o, o_ref) <= BF16_BOUND
-    assert rel_rmse(low["state_pool"][used], upcast["state_pool"][used]) <= BF16_BOUND
+    _assert_matches(o, low, (o_triton, triton_passes), (o_ref, upcast))
