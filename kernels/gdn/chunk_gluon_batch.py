@@ -20,8 +20,8 @@ input dtype where they enter a product). Segments, their schedule and their init
 passes' (``chunk_state``): a program reads its row of the schedule, starts from the pool row, the segment
 pass's copy of it or the carry launch's state, and only a sequence's last segment writes the pool row.
 
-Measured on the H200 (benchmarks/RESULTS.md): at V tiles of 128, 16×2048 0.664 against 0.785 ms for the
-Triton state pass, 4×8192 0.643 against 0.775; at 64 (one warpgroup a program) slower than the Triton
+Measured on the H200 (benchmarks/RESULTS.md): at V tiles of 128, 16×2048 0.672 against 0.792 ms for the
+Triton state pass, 4×8192 0.650 against 0.779; at 64 (one warpgroup a program) slower than the Triton
 pass (0.939 and 0.916): ~2.9 µs a step, no faster per column than ``chunk_gluon``'s, so a step is bound
 by its chain's latency. GPU tests: ``tests/kernels/test_gdn_chunk_gluon_gpu.py``.
 """
