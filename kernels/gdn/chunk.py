@@ -68,8 +68,9 @@ either state pass; before the passes above a launch of ``_gdn_chunk_intra_kernel
 ``SCHEDULE_ONLY`` writes the segment schedule first. Measured: 8–9% less time on one sequence and 10%
 on 16×2048 than with the Triton intra launch (benchmarks/RESULTS.md).
 
-On sm_90 with 16-bit inputs and V a multiple of 128, ``LaunchConfig.gluon_batch`` (the default wherever
-the passes above run) replaces launch 3 by ``chunk_gluon_batch``'s: the same segments, schedule and initial
+On sm_90 with 16-bit inputs and V a multiple of 128 (``chunk_gluon_batch.supported``),
+``LaunchConfig.gluon_batch`` (the default wherever the passes above run) replaces launch 3 by
+``chunk_gluon_batch``'s: the same segments, schedule and initial
 states, the state transposed in the wgmma accumulator, two warpgroups a program sharing its tiles, one
 program per SM. Measured: 16×2048 0.672 against 0.792 ms for the Triton state pass (benchmarks/RESULTS.md).
 
