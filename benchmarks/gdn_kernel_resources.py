@@ -226,6 +226,7 @@ def constexpr_gaps(fn, values: dict) -> set:
 
 
 _default = chunk_config.launch_config(4096, 1, HV, V, interpret=False)
+_batch = chunk_config.launch_config(16 * 2048, 16, HV, V, interpret=False)  # chunk_gluon_batch's
 _lightning = lightning_chunk.launch_config(4096, 64, 128, 128, interpret=False)
 _kda = kda_chunk.LaunchConfig()
 # (kernel, label, meta-parameters, num_warps, num_stages[, compile options]); the first row of each
@@ -284,9 +285,9 @@ VARIANTS = [
     ("carry", "8 warps", dict(BV=_default.block_v), 8, _default.carry_stages),
     ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V), 4, 1),
     ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, PDL=True), 4, 1),
-    ("gluon_batch", "default", dict(BV=chunk_gluon_batch.BLOCK_V, STAGES=chunk_gluon_batch.STAGES), 8, 1),
-    ("gluon_batch", "2 stages", dict(BV=chunk_gluon_batch.BLOCK_V, STAGES=2), 8, 1),
-    ("gluon_batch", "BV=64, 4 warps", dict(BV=64, STAGES=chunk_gluon_batch.STAGES), 4, 1),
+    ("gluon_batch", "default", dict(BV=_batch.gluon_batch_block_v, STAGES=_batch.gluon_batch_stages), 8, 1),
+    ("gluon_batch", "2 stages", dict(BV=_batch.gluon_batch_block_v, STAGES=2), 8, 1),
+    ("gluon_batch", "BV=64, 4 warps", dict(BV=64, STAGES=_batch.gluon_batch_stages), 4, 1),
     ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True), 4, 1),
     ("kda_intra", "default", dict(BKB=_kda.key_block, LEVELS=False), _kda.intra_warps, 1),
     ("kda_intra", "key block 128", dict(BKB=128, LEVELS=False), _kda.intra_warps, 1),

@@ -59,6 +59,10 @@ class LaunchConfig(NamedTuple):
     gluon_batch: bool = False
     # ``chunk_gluon_batch``'s V tile: 128 (two warpgroups a program, sharing its tiles) or 64 (one)
     gluon_batch_block_v: int = 128
+    # ``chunk_gluon_batch``'s TMA buffers of the q / k / v / Tβ tiles: at 3 a step's copies are issued a
+    # step and a half ahead (217.5 KiB of shared memory at V tiles of 128; 2: 161.5 KiB and fewer spills,
+    # not measured on a GPU)
+    gluon_batch_stages: int = 3
 
 
 _PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)

@@ -45,11 +45,8 @@ from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _gate_loads, _gates_ready, _load_tile
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
-BLOCK_V = 128  # two warpgroups, a wgmma row block of Sᵀ each (64: one)
-STAGES = 3  # TMA buffers of the q / k / v / Tβ tiles: a step's copies are issued a step and a half ahead
 
-
-def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_v: int = BLOCK_V) -> bool:
+def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block_v: int) -> bool:
     """Whether this pass applies: ``tiles_apply(q, k, v)`` and V a multiple of the V tile (64 or 128)."""
     return block_v in (64, 128) and tiles_apply(q, k, v) and v.shape[2] % block_v == 0
 
@@ -353,5 +350,5 @@ def launch_state(
     _gdn_gluon_batch_state_kernel[(triton.cdiv(V, block_v), HV, segments)](
         *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, schedule, start, carry,
         T, state_pool.stride(0), float(scale), config.seg_chunks, state_indices.shape[0],
-        H=H, HV=HV, K=K, V=V, BV=block_v, STAGES=STAGES, num_warps=block_v // 16,
+        H=H, HV=HV, K=K, V=V, BV=block_v, STAGES=config.gluon_batch_stages, num_warps=block_v // 16,
     )  # fmt: skip

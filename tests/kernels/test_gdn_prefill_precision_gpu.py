@@ -57,7 +57,9 @@ PATHS = {
     "gluon-both": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
     # chunk_gluon_batch as the Triton passes' state pass, at its two V tiles after the Triton intra
     # launch, and at 128 after the Gluon one (the default for batches)
-    "gluon-batch64": dict(gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=True),
+    "gluon-batch64": dict(
+        gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=True, gluon_batch_block_v=64
+    ),
     "gluon-batch128": dict(
         gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=True, gluon_batch_block_v=128
     ),
@@ -73,7 +75,7 @@ def _applies(path: str, inputs: dict) -> bool:
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     state = not PATHS[path]["gluon_state"] or chunk_gluon.supported(q, k, v)
     if PATHS[path].get("gluon_batch"):
-        state = chunk_gluon_batch.supported(q, k, v, PATHS[path].get("gluon_batch_block_v", 64))
+        state = chunk_gluon_batch.supported(q, k, v, PATHS[path]["gluon_batch_block_v"])
     intra = not PATHS[path]["gluon_intra"] or chunk_intra_gluon.supported(k)
     return state and intra
 
