@@ -250,6 +250,28 @@ def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_on
     assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
 
 
+def test_a_batch_takes_the_gluon_batch_state_pass_only_where_it_applies(monkeypatch):
+    # Launch 3 as prefill picks it for 16×2048: chunk_gluon_batch's where its ``supported`` holds at the
+    # configuration's V tile, else the Triton pass (a CPU tensor, the option off, the interpreter).
+    from stampgen.kernels.gdn import chunk_gluon_batch, chunk_state
+
+    cfg = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)
+    x = torch.zeros(64, 1, 128)
+    assert not chunk_gluon_batch.supported(x, x, x, cfg.gluon_batch_block_v)  # not on a CUDA GPU
+    assert chunk._state_pass(x, x, x, cfg) is chunk_state._launch_state
+    asked = []
+    monkeypatch.setattr(chunk, "_INTERPRET", False)
+    monkeypatch.setattr(
+        chunk_gluon_batch, "supported", lambda q, k, v, block_v: asked.append(block_v) or block_v == 128
+    )
+    assert chunk._state_pass(x, x, x, cfg) is chunk_gluon_batch.launch_state
+    assert chunk._state_pass(x, x, x, cfg._replace(gluon_batch_block_v=64)) is chunk_state._launch_state
+    assert chunk._state_pass(x, x, x, cfg._replace(gluon_batch=False)) is chunk_state._launch_state
+    assert asked == [128, 64]
+    monkeypatch.setattr(chunk, "_INTERPRET", True)
+    assert chunk._state_pass(x, x, x, cfg) is chunk_state._launch_state
+
+
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():
     # 16×2048 (measured in benchmarks/RESULTS.md): 16 sequences already give 1024 programs.
     cfg = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)
