@@ -214,15 +214,14 @@ def test_gluon_state_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, mode, 
 
 def test_batch_pass_takes_split_sequences_from_the_segment_and_carry_launches(gluon, monkeypatch):
     # Four chunks a segment: the 700-token sequence (10 full chunks and a partial one) is cut in three,
-    # the 520-token one in three, the 300-token one in two; the second of each reads the segment pass's
-    # copy of the pool row, the later ones the carry launch's states. One padding slot.
-    carried = []
+    # the 520-token one in three, the 300-token one in two; the first segment of each reads the segment
+    # pass's copy of the pool row, the later ones the carry launch's states. One padding slot.
+    carried = []  # (segment states made, chunks a segment) of each carry launch
     launch_carry = chunk._launch_carry
 
-    def counted_carry(*args, **kwargs):
-        carry = launch_carry(*args, **kwargs)
-        carried.append(carry is not None)
-        return carry
+    def counted_carry(affine, *args):
+        carried.append((affine is not None, args[-1].seg_chunks))
+        return launch_carry(affine, *args)
 
     monkeypatch.setattr(chunk, "_launch_carry", counted_carry)
     seqlens = [700, 300, 1, 520, 64]
@@ -233,6 +232,6 @@ def test_batch_pass_takes_split_sequences_from_the_segment_and_carry_launches(gl
     gluon.on(intra=True, batch=128, seg_chunks=4)
     o = gdn.prefill(**low, backend="triton")
     assert gluon.calls == ["batch128"], "the batch pass did not run"
-    assert carried == [True, True], "no sequence was split"
+    assert carried == [(True, 4), (True, 4)], "the sequences were not cut into segments of four chunks"
     o_ref = gdn.prefill(**upcast, backend="torch")
     _assert_matches(o, low, (o_triton, triton_passes), (o_ref, upcast))
