@@ -65,7 +65,9 @@ class LaunchConfig(NamedTuple):
     gluon_batch_stages: int = 3
 
 
-_PROGRAMS_PER_SM = 2  # state-pass programs one SM holds (registers: 255 per thread)
+# Triton state-pass programs (V tiles of 64) one SM holds (registers: 255 per thread). chunk_gluon_batch
+# holds one of twice the tile, so the segments that fill the GPU are the same count.
+_PROGRAMS_PER_SM = 2
 
 
 def launch_config(
