@@ -42,6 +42,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
+from stampgen.kernels.gdn.chunk_config import LaunchConfig
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _gate_loads, _gates_ready, _load_tile
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
@@ -328,7 +329,8 @@ def _gdn_gluon_batch_state_kernel(
 
 
 def launch_state(
-    q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale: float, config,
+    q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale: float,
+    config: LaunchConfig,
 ) -> None:  # fmt: skip
     """Launch 3 of ``chunk_state`` in this form: the state pass over every segment, with the output fused
     in, on the intra launch's Tβ, gate sums and schedule and the segment and carry launches' initial
