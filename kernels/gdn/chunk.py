@@ -72,7 +72,7 @@ On sm_90 with 16-bit inputs and V a multiple of 128 (``chunk_gluon_batch.support
 ``LaunchConfig.gluon_batch`` (the default wherever the passes above run) replaces launch 3 by
 ``chunk_gluon_batch``'s: the same segments, schedule and initial
 states, the state transposed in the wgmma accumulator, two warpgroups a program sharing its tiles, one
-program per SM. Measured: 16×2048 0.672 against 0.792 ms for the Triton state pass (benchmarks/RESULTS.md).
+program per SM. Measured: 16×2048 0.614 against 0.792 ms for the Triton state pass (benchmarks/RESULTS.md).
 
 Chunks and segments never straddle a ``cu_seqlens`` boundary. Every launch has a fixed grid, an upper
 bound on the work (``T // 64 + N`` chunks, ``T // (64·seg_chunks) + N`` segments, ``T // (64·seg_chunks)``

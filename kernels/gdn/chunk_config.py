@@ -107,9 +107,9 @@ def launch_config(
     - Where the Triton passes run, their state pass is ``chunk_gluon_batch``'s (``gluon_batch``) where
       it applies, at V tiles of 128: one program an SM over (segment, value head), so the segments
       above (2·SMs // tiles of 64 = SMs // tiles of 128) fill the GPU as they do for the Triton pass.
-      Measured: 16×2048 0.672 against 0.792 ms, 4×8192 0.650 against 0.779, 2×4096 (two segments a
-      sequence) 0.268 against 0.299 (V tiles of 64: 0.939 and 0.916 on the first two, slower than the
-      Triton pass).
+      Measured: 16×2048 0.614 against 0.792 ms, 4×8192 0.596 against 0.781 (2×4096, two segments a
+      sequence, with the wgmma still serialized: 0.268 against 0.299; V tiles of 64, serialized: 0.939
+      and 0.916 on the first two, slower than the Triton pass).
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)

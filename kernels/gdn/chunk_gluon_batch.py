@@ -20,10 +20,16 @@ input dtype where they enter a product). Segments, their schedule and their init
 passes' (``chunk_state``): a program reads its row of the schedule, starts from the pool row, the segment
 pass's copy of it or the carry launch's state, and only a sequence's last segment writes the pool row.
 
-Measured on the H200 (benchmarks/RESULTS.md): at V tiles of 128, 16×2048 0.672 against 0.792 ms for the
-Triton state pass, 4×8192 0.650 against 0.779; at 64 (one warpgroup a program) slower than the Triton
-pass (0.939 and 0.916): ~2.9 µs a step, no faster per column than ``chunk_gluon``'s, so a step is bound
-by its chain's latency. GPU tests: ``tests/kernels/test_gdn_chunk_gluon_gpu.py``.
+Every product is waited for within the step that issues it: ptxas serializes all of a kernel's wgmma
+(warning C7514, "non wgmma instructions reading accumulator registers", each k-step waited for before
+the next) when one stays in flight across the loop's back edge, as the output rows did until they
+were waited for under the next step's reads (``benchmarks/gdn_kernel_resources.py`` names a serialized
+kernel in its ``wgmma`` column).
+
+Measured on the H200 (benchmarks/RESULTS.md): at V tiles of 128, 16×2048 0.614 ms (0.672 with the
+serialized wgmma, 0.792 with the Triton state pass), 4×8192 0.596 (0.646, 0.779); at 64 (one warpgroup
+a program, measured serialized) slower than the Triton pass (0.939 and 0.916). GPU tests:
+``tests/kernels/test_gdn_chunk_gluon_gpu.py``.
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier,
     tma,
     warpgroup_mma,
-    warpgroup_mma_init,
     warpgroup_mma_wait,
 )
 
@@ -217,7 +222,7 @@ def _gdn_gluon_batch_state_kernel(
         gl.load(gam_of_hv + base) + gl.load(after_of_hv + base)
     )  # exp γ_C = exp(γ_0 + (γ_C − γ_0))
     gl.thread_barrier()
-    out = warpgroup_mma_init(gl.zeros([BV, 64], gl.float32, acc_c))
+    out = gl.zeros([BV, 64], gl.float32, acc_c)
     vn_op = gl.zeros([BV, 64], dt, a_c)
     for c in range(n_full):
         stage = c % STAGES
@@ -232,9 +237,8 @@ def _gdn_gluon_batch_state_kernel(
         q_t = q_s.index(stage)
         k_t = k_s.index(stage)
         ks, qk, qs, s_op = _reads(state, q_t, k_t, dt, a_c, acc_c, acc_p, BV)
-        # The previous chunk's output rows (issued before these reads) into their buffer: the TMA
-        # store that last read it (two steps ago) was waited for before the last barrier
-        out, vn_op = warpgroup_mma_wait(num_outstanding=3, deps=(out, vn_op))
+        # The previous chunk's output rows (complete since the end of its step) into their buffer: the
+        # TMA store that last read it (two steps ago) was waited for before the last barrier
         if c > 0:
             _output_tile(o_s.index((c - 1) % 2), out, dt)
         ks, s_op = warpgroup_mma_wait(num_outstanding=2, deps=(ks, s_op))
@@ -269,7 +273,10 @@ def _gdn_gluon_batch_state_kernel(
         vn_op = gl.convert_layout(v_new.to(dt), a_c)
         o_scale = g_s.index(now + 1).load(tok_c) * scale
         out = warpgroup_mma(vn_op, p_s.index(c % 2).permute((1, 0)), qs * o_scale[None, :], is_async=True)
-        state, d_op = warpgroup_mma_wait(num_outstanding=1, deps=(state, d_op))
+        # Both waited for here: a product left in flight across the loop's back edge (the output rows,
+        # to be waited for under the next step's reads) makes ptxas serialize every wgmma of the kernel
+        # (its warning C7514: each k-step waited for before the next), which cost 9% of the prefill
+        state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
         decay_c = gl.exp(ends_next)
 
     out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(out, vn_op))
