@@ -1,15 +1,16 @@
 """What our Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_batch,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--sass DIR] [--lines N]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_batch,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--defaults] [--sass DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
 each kernel at Qwen3-Next shapes (H=16, HV=32, K=V=128, bf16 q/k/v) and each configuration in
 ``VARIANTS`` (the defaults first), it prints the registers per thread, the spill bytes, the shared
 memory per program, how many programs fit on one H200 SM and what limits them (the GDN kernels at
-Qwen3-Next shapes; ``lightning_*``: the lightning prefill's passes at MiniMax's, H = HV = 64), and the counts of
-warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS, the instructions of
-its longest loop (a pass's chunk step: what one step issues per warp) and of the whole kernel (``instr``:
+Qwen3-Next shapes; ``lightning_*``: the lightning prefill's passes at MiniMax's, H = HV = 64), whether
+ptxas kept the warpgroup MMAs asynchronous (``wgmma``: ``serial`` where it waits for each before the
+next), the counts of warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS,
+the instructions of its longest loop (a pass's chunk step: what one step issues per warp) and of the whole kernel (``instr``:
 what a program of a kernel without a loop, as the intra launches, issues per warp). ``--lines N`` also lists the N
 source lines with the most instructions in that loop (or in the whole kernel if it has none), read
 from the line table Triton leaves in the binary: where a step's instructions come from.
@@ -346,8 +347,12 @@ def _aligned(fn, signature: dict) -> dict:
     }
 
 
-def _ptxas_info(ptx: str, workdir: Path, name: str) -> tuple[int, int, Path]:
-    """(registers per thread, spill bytes stored + loaded) from ptxas -v, and the cubin it wrote."""
+def _ptxas_info(ptx: str, workdir: Path, name: str) -> tuple[int, int, bool, Path]:
+    """(registers per thread, spill bytes stored + loaded, whether ptxas serialized the kernel's wgmma)
+    from ptxas -v, and the cubin it wrote. Serialized (ptxas's "Potential Performance Loss" note, e.g.
+    C7512 for too few registers, C7514 for an accumulator read while its product may be in flight)
+    means ptxas waits for each wgmma k-step before issuing the next: the products of a step no longer
+    overlap each other or the code between them, whatever the kernel's own waits say."""
     ptx_path, cubin = workdir / f"{name}.ptx", workdir / f"{name}.cubin"
     ptx_path.write_text(ptx)
     arch = re.search(r"\.target\s+(sm_\w+)", ptx).group(1)
@@ -359,7 +364,8 @@ def _ptxas_info(ptx: str, workdir: Path, name: str) -> tuple[int, int, Path]:
     ).stderr
     regs = int(re.search(r"Used (\d+) registers", out).group(1))
     spills = sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", out))
-    return regs, spills, cubin
+    serialized = re.search(r"wgmma\.mma_async instructions are serialized", out) is not None
+    return regs, spills, serialized, cubin
 
 
 def _listing(cubin: Path) -> list[tuple[int, str, tuple[str, int] | None]]:
@@ -451,6 +457,9 @@ def _sass_hash(sass: str) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default=",".join(KERNELS), help="comma-separated kernels")
+    parser.add_argument(
+        "--defaults", action="store_true", help="each kernel's default configuration only (its first row)"
+    )
     parser.add_argument("--sass", type=Path, help="folder to write each kernel's SASS into")
     parser.add_argument(
         "--lines", type=int, default=0, help="list the N source lines with most loop instructions"
@@ -468,13 +477,15 @@ def main() -> None:
     print(f"triton {triton.__version__}, target sm_90a; Qwen3-Next shapes H={H} HV={HV} K={K} V={V}, bf16")
     print(
         f"{'kernel':11s} {'variant':15s} {'warps':>5s} {'stages':>6s} {'regs':>4s} {'spill B':>7s} "
-        f"{'smem KiB':>8s} {'per SM':>6s}  {'limited by':13s} {'HGMMA':>5s} {'LDL+STL':>7s} {'BAR':>4s} {'loop':>5s} {'instr':>5s}  sass"
+        f"{'smem KiB':>8s} {'per SM':>6s}  {'limited by':13s} {'wgmma':6s} {'HGMMA':>5s} {'LDL+STL':>7s} {'BAR':>4s} {'loop':>5s} {'instr':>5s}  sass"
     )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
+        done = set()
         for name, label, meta, warps, stages, *extra in VARIANTS:
-            if name not in wanted:
+            if name not in wanted or (args.defaults and name in done):
                 continue
+            done.add(name)
             fn, constexprs = KERNELS[name]
             gaps = constexpr_gaps(fn, constexprs | meta)
             if gaps:
@@ -496,7 +507,7 @@ def main() -> None:
                 | {key: value for options in extra for key, value in options.items() if value is not None},
             )
             tag = f"{name}-{label}".replace(" ", "").replace(",", "_").replace("=", "")
-            regs, spills, cubin = _ptxas_info(compiled.asm["ptx"], workdir, tag)
+            regs, spills, serialized, cubin = _ptxas_info(compiled.asm["ptx"], workdir, tag)
             sass = subprocess.run(
                 [BIN / "cuobjdump", "-sass", cubin], capture_output=True, text=True, check=True
             ).stdout
@@ -508,9 +519,10 @@ def main() -> None:
             )
             listing = _listing(cubin)
             loop = _longest_loop(listing)
+            wgmma = "serial" if serialized else "async" if mma else "-"
             print(
                 f"{name:11s} {label:15s} {warps:5d} {stages:6d} {regs:4d} {spills:7d} {shared / 1024:8.1f} "
-                f"{fit:6d}  {limit:13s} {mma:5d} {local:7d} {bars:4d} {len(loop) or '-':>5} {len(listing):5d}  {_sass_hash(sass)}",
+                f"{fit:6d}  {limit:13s} {wgmma:6s} {mma:5d} {local:7d} {bars:4d} {len(loop) or '-':>5} {len(listing):5d}  {_sass_hash(sass)}",
                 flush=True,
             )
             if args.lines:

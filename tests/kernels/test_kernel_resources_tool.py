@@ -146,3 +146,21 @@ def test_the_longest_loop_is_a_real_loop_not_a_wait_retry_after_the_kernels_end(
     done = _run("-c", check)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["['0x10', '0x20', '0x30']", "True"]
+
+
+def test_no_kernel_at_its_default_configuration_has_its_wgmma_serialized():
+    # ptxas serializes a kernel's wgmma (each k-step waited for before the next) on its own judgement,
+    # e.g. where a product stays in flight across a loop's back edge: the chunked GDN batch pass ran so,
+    # 9% slower, until its waits moved (RESULTS.md). The tool reads ptxas's note; every kernel that
+    # uses wgmma must keep them asynchronous at its default configuration.
+    done = _run(str(TOOL), "--defaults")
+    assert done.returncode == 0, done.stderr
+    # kernel, variant (words), warps, stages, regs, spill B, smem KiB, per SM, limited by (words), wgmma, HGMMA
+    row = re.compile(r"(\w+)\s+.+?\s+\d+\s+\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+\D+?\s(async|serial|-)\s+(\d+)\s")
+    rows = {m.group(1): m.groups()[1:] for m in map(row.match, done.stdout.splitlines()) if m}
+    with_mma = {name: wgmma for name, (wgmma, mma) in rows.items() if int(mma) > 0}
+    assert {"gluon_batch", "gluon_state", "state", "kda_state", "lightning_gluon"} <= set(with_mma), (
+        done.stdout
+    )
+    assert all(wgmma == "async" for wgmma in with_mma.values()), with_mma
+    assert all(wgmma == "-" for name, (wgmma, mma) in rows.items() if int(mma) == 0), rows
