@@ -22,9 +22,9 @@ pass's copy of it or the carry launch's state, and only a sequence's last segmen
 
 Every product is waited for within the step that issues it: ptxas serializes all of a kernel's wgmma
 (warning C7514, "non wgmma instructions reading accumulator registers", each k-step waited for before
-the next) when one stays in flight across the loop's back edge, as the output rows did until they
-were waited for under the next step's reads (``benchmarks/gdn_kernel_resources.py`` names a serialized
-kernel in its ``wgmma`` column).
+the next) when one stays in flight across the loop's back edge, as the output rows' product did while
+it was waited for under the next step's reads (``benchmarks/gdn_kernel_resources.py`` names a
+serialized kernel in its ``wgmma`` column).
 
 Measured on the H200 (benchmarks/RESULTS.md): at V tiles of 128, 16×2048 0.614 ms (0.672 with the
 serialized wgmma, 0.792 with the Triton state pass), 4×8192 0.596 (0.646, 0.779); at 64 (one warpgroup
