@@ -60,8 +60,8 @@ class LaunchConfig(NamedTuple):
     # ``chunk_gluon_batch``'s V tile: 128 (two warpgroups a program, sharing its tiles) or 64 (one)
     gluon_batch_block_v: int = 128
     # ``chunk_gluon_batch``'s TMA buffers of the q / k / v / Tβ tiles: at 3 a step's copies are issued a
-    # step and a half ahead (217.5 KiB of shared memory at V tiles of 128; 2: 161.5 KiB and fewer spills,
-    # not measured on a GPU)
+    # step and a half ahead (217.5 KiB of shared memory at V tiles of 128; 2: 161.5 KiB, measured 7–8%
+    # slower on 16×2048 and 4×8192, benchmarks/RESULTS.md)
     gluon_batch_stages: int = 3
 
 

@@ -223,7 +223,6 @@ def _gdn_gluon_batch_state_kernel(
     )  # exp γ_C = exp(γ_0 + (γ_C − γ_0))
     gl.thread_barrier()
     out = gl.zeros([BV, 64], gl.float32, acc_c)
-    vn_op = gl.zeros([BV, 64], dt, a_c)
     for c in range(n_full):
         stage = c % STAGES
         tok0 = base + c * 64
@@ -279,7 +278,6 @@ def _gdn_gluon_batch_state_kernel(
         state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
         decay_c = gl.exp(ends_next)
 
-    out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(out, vn_op))
     if n_full > 0:
         tma.store_wait(pendings=0)
         gl.thread_barrier()
