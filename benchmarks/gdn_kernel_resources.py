@@ -10,10 +10,11 @@ memory per program, how many programs fit on one H200 SM and what limits them (t
 Qwen3-Next shapes; ``lightning_*``: the lightning prefill's passes at MiniMax's, H = HV = 64), whether
 ptxas kept the warpgroup MMAs asynchronous (``wgmma``: ``serial`` where it waits for each before the
 next), the counts of warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS,
-the instructions of its longest loop (a pass's chunk step: what one step issues per warp) and of the whole kernel (``instr``:
-what a program of a kernel without a loop, as the intra launches, issues per warp). ``--lines N`` also lists the N
-source lines with the most instructions in that loop (or in the whole kernel if it has none), read
-from the line table Triton leaves in the binary: where a step's instructions come from.
+the instructions of its longest loop (a pass's chunk step: what one step issues per warp) and of the
+whole kernel (``instr``: what a program of a kernel without a loop, as the intra launches, issues per
+warp). ``--defaults`` keeps each kernel's default row only. ``--lines N`` also lists the N source
+lines with the most instructions in that loop (or in the whole kernel if it has none), read from the
+line table Triton leaves in the binary: where a step's instructions come from.
 
 Use it before spending GPU time: a variant that spills or fits one program per SM is known before it
 is timed. ``--sass DIR`` writes each kernel's SASS and prints a hash of it with names and line info
@@ -356,12 +357,12 @@ def _ptxas_info(ptx: str, workdir: Path, name: str) -> tuple[int, int, bool, Pat
     ptx_path, cubin = workdir / f"{name}.ptx", workdir / f"{name}.cubin"
     ptx_path.write_text(ptx)
     arch = re.search(r"\.target\s+(sm_\w+)", ptx).group(1)
-    out = subprocess.run(
-        [BIN / "ptxas", "-v", "--gpu-name", arch, ptx_path, "-o", cubin],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stderr
+    done = subprocess.run(
+        [BIN / "ptxas", "-v", "--gpu-name", arch, ptx_path, "-o", cubin], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"{name}: ptxas failed ({done.returncode}):\n{done.stderr.strip()}")
+    out = done.stderr
     regs = int(re.search(r"Used (\d+) registers", out).group(1))
     spills = sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", out))
     serialized = re.search(r"wgmma\.mma_async instructions are serialized", out) is not None

@@ -164,3 +164,18 @@ def test_no_kernel_at_its_default_configuration_has_its_wgmma_serialized():
     )
     assert all(wgmma == "async" for wgmma in with_mma.values()), with_mma
     assert all(wgmma == "-" for name, (wgmma, mma) in rows.items() if int(mma) == 0), rows
+
+
+def test_a_ptx_that_ptxas_refuses_is_named_with_its_error_not_a_traceback():
+    check = (
+        "import importlib.util, tempfile\n"
+        "from pathlib import Path\n"
+        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        "with tempfile.TemporaryDirectory() as tmp:\n"
+        "    tool._ptxas_info('.version 8.0\\n.target sm_90a\\nbogus;\\n', Path(tmp), 'broken')\n"
+    )
+    done = _run("-c", check)
+    assert done.returncode == 1
+    assert done.stderr.startswith("broken: ptxas failed") and "bogus" in done.stderr
+    assert "Traceback" not in done.stderr
