@@ -51,6 +51,7 @@ from stampgen.kernels.gdn import (  # noqa: E402
     chunk_config,
     chunk_gluon,
     chunk_gluon_batch,
+    chunk_gluon_fused,
     chunk_intra,
     chunk_intra_gluon,
     chunk_state,
@@ -150,6 +151,10 @@ KERNELS = {
     "carry": (chunk_state._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
     "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
     "gluon_batch": (chunk_gluon_batch._gdn_gluon_batch_state_kernel, dict(H=H, HV=HV, K=K, V=V)),
+    "gluon_fused": (
+        chunk_gluon_fused._gdn_gluon_fused_state_kernel,
+        dict(H=H, HV=HV, K=K, V=V, BV=chunk_gluon_fused.BLOCK_V),
+    ),
     "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
     # K̃ by chunk, as for the state pass's TMA tiles
     "kda_intra": (
@@ -290,7 +295,22 @@ VARIANTS = [
     ("gluon_batch", "default", dict(BV=_batch.gluon_batch_block_v, STAGES=_batch.gluon_batch_stages), 8, 1),
     ("gluon_batch", "2 stages", dict(BV=_batch.gluon_batch_block_v, STAGES=2), 8, 1),
     ("gluon_batch", "BV=64, 4 warps", dict(BV=64, STAGES=_batch.gluon_batch_stages), 4, 1),
-    ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True), 4, 1),
+    ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True, NON_LAST=False), 4, 1),
+    ("gluon_intra", "non-last segments", dict(LAUNCH_DEPENDENTS=False, NON_LAST=True), 4, 1),
+    (
+        "gluon_fused",
+        "default",
+        dict(STAGES=_batch.gluon_batch_stages, WORKER_REGS=chunk_gluon_fused.WORKER_REGS),
+        8,
+        1,
+    ),
+    (
+        "gluon_fused",
+        "K=64",
+        dict(K=64, STAGES=_batch.gluon_batch_stages, WORKER_REGS=chunk_gluon_fused.WORKER_REGS),
+        8,
+        1,
+    ),
     ("kda_intra", "default", dict(BKB=_kda.key_block, LEVELS=False), _kda.intra_warps, 1),
     ("kda_intra", "key block 128", dict(BKB=128, LEVELS=False), _kda.intra_warps, 1),
     ("kda_intra", "8 warps", dict(BKB=_kda.key_block, LEVELS=False), 8, 1),

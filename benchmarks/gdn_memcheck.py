@@ -47,6 +47,10 @@ CONFIG_ROWS = {
     # plain ``triton`` row takes it at 128 where V allows, on sm_90 with bf16)
     "triton-state": dict(gluon_state=False, gluon_pdl=False, gluon_batch=False),
     "gluon-batch64": dict(gluon_state=False, gluon_pdl=False, gluon_batch=True, gluon_batch_block_v=64),
+    # chunk_gluon_fused in its place (where it applies: V a multiple of 128; else the batch pass)
+    "gluon-fused": dict(
+        gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True, gluon_fused=True
+    ),
 }
 
 

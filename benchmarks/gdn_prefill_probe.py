@@ -142,9 +142,14 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
         pool0 = inputs["state_pool"].clone()
         try:
             a = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
-            # as the prefill launches it (no schedule before the Gluon state pass)
+            # as the prefill launches it (no schedule before the Gluon state pass; before the fused state
+            # pass only the chunks the segment pass reads)
             schedule = not cfg.gluon_state
-            run["intra_ms"] = calls_ms(lambda: chunk._launch_intra(*a, cfg, schedule=schedule))
+            q, k, v = (inputs[n] for n in ("q", "k", "v"))
+            non_last = chunk._fused_state(q, k, v, cfg)
+            run["intra_ms"] = calls_ms(
+                lambda: chunk._launch_intra(*a, cfg, schedule=schedule, non_last=non_last)
+            )
             tbeta, gates, schedule = chunk._launch_intra(*a, cfg)
             seg = (inputs["k"], gates, inputs["v"], tbeta, inputs["state_pool"], inputs["state_indices"])
             if cfg.gluon_state:  # one Gluon kernel after the intra launch: no segment pass to time

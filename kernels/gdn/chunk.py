@@ -82,13 +82,19 @@ and state passes read that answer from a table the intra launch writes
 (``chunk_common._write_schedule``): made in their own prologue, its values sat in per-thread registers
 through the chunk loop (resources tool: 12% of the state pass's chunk step and half its spills).
 
+Behind ``LaunchConfig.gluon_fused`` (off: not yet measured on a GPU), ``chunk_gluon_fused`` replaces
+``chunk_gluon_batch`` for bf16 inputs with the intra launch's work inside it (a worker warpgroup makes
+each chunk's Tβ, P and gate factors in shared memory); the intra launch before it then writes only the
+chunks the segment pass reads (``_launch_intra(non_last=True)``).
+
 The modules, each with one job, import one way (nothing imports this one back:
 ``tests/kernels/test_gdn_module_graph.py``):
 
 - ``chunk`` (this module): the public entry, ``prefill``, which picks the launch path;
 - ``chunk_intra``: launch 1 in Triton (and the segment schedule); ``chunk_intra_gluon``: launch 1 in Gluon;
 - ``chunk_state``: launches 2, 2b and 3 in Triton; ``chunk_gluon``: the Gluon state pass of unsplit
-  sequences; ``chunk_gluon_batch``: launch 3 in Gluon;
+  sequences; ``chunk_gluon_batch``: launch 3 in Gluon; ``chunk_gluon_fused``: launch 3 in Gluon with the
+  intra launch's work inside;
 - ``chunk_config``: ``LaunchConfig`` and ``launch_config``, the measured choice for a call's shape;
 - ``chunk_common``: what the launches share (the chunk size, segment location, chunk-row tiles, the
   exp2 / log-space helpers, tile and precision choices, the allocator); ``chunk_tma``: TMA checks and
@@ -125,9 +131,17 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     if _gluon_state(q, k, v, config):
         _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config)
         return o
-    tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config)
+    fused = _fused_state(q, k, v, config)
+    tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, non_last=fused)
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
+    if fused:
+        from stampgen.kernels.gdn import chunk_gluon_fused  # imported here: Gluon only where it runs
+
+        chunk_gluon_fused.launch_state(
+            q, k, v, g, beta, o, state_pool, state_indices, schedule, start, carry, scale, config
+        )
+        return o
     state_pass = _state_pass(q, k, v, config)
     state_pass(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config)
     return o
@@ -151,6 +165,16 @@ def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
     from stampgen.kernels.gdn import chunk_gluon
 
     return chunk_gluon.supported(q, k, v)
+
+
+def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
+    """Whether this call's state pass is ``chunk_gluon_fused``'s (asked for with the batch pass and the
+    Gluon intra launch, and it applies here)."""
+    if not (config.gluon_fused and config.gluon_batch and config.gluon_intra) or _INTERPRET:
+        return False
+    from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra_gluon
+
+    return chunk_gluon_fused.supported(q, k, v) and chunk_intra_gluon.supported(k)
 
 
 def _state_pass(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig):

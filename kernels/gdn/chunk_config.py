@@ -63,6 +63,11 @@ class LaunchConfig(NamedTuple):
     # step and a half ahead (217.5 KiB of shared memory at V tiles of 128; 2: 161.5 KiB, measured 7–8%
     # slower on 16×2048 and 4×8192, benchmarks/RESULTS.md)
     gluon_batch_stages: int = 3
+    # Where ``gluon_batch`` applies with bf16 inputs: ``chunk_gluon_fused``'s state pass in its place,
+    # the intra launch's Tβ, gate sums and P made inside it by a worker warpgroup (the intra launch then
+    # writes only what the segment pass reads); its TMA stages are ``gluon_batch_stages``. Off: not yet
+    # measured on a GPU.
+    gluon_fused: bool = False
 
 
 # Triton state-pass programs (V tiles of 64) one SM holds (registers: 255 per thread). chunk_gluon_batch

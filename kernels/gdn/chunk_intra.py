@@ -129,14 +129,17 @@ def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torc
 
 
 def _launch_intra(
-    k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule: bool = True
-):
+    k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule: bool = True,
+    non_last: bool = False,
+):  # fmt: skip
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
     passes read ([2, segment programs, 8]: ``_write_schedule``). ``dependents``: the next launch is a
     programmatic dependent of this one (``gluon_pdl``). With ``gluon_intra`` where it applies, Tβ and the
     gate sums are ``chunk_intra_gluon``'s, after a launch of this kernel that writes the schedule alone
-    (none with ``schedule`` false: the Gluon state pass reads none)."""
+    (none with ``schedule`` false: the Gluon state pass reads none). ``non_last``: Tβ and the gate sums
+    only where the segment pass reads them, no sequence's last segment (``chunk_gluon_fused``, after this
+    launch, makes its own; the Gluon launch only: the Triton one writes every chunk's)."""
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta, gates = _intra_outputs(k, T, HV)
@@ -151,7 +154,10 @@ def _launch_intra(
     if gluon:
         from stampgen.kernels.gdn import chunk_intra_gluon
 
-        chunk_intra_gluon.launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents)
+        chunk_intra_gluon.launch(
+            k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents,
+            seg_chunks=config.seg_chunks if non_last else None,
+        )  # fmt: skip
         return tbeta, gates, table
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](

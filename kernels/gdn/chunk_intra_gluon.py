@@ -34,7 +34,9 @@ of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with 
 
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
 (``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
-(the Gluon state pass reads no schedule).
+(the Gluon state pass reads no schedule). A chunk's math is ``_gate_loads``, ``_gate_sums`` and
+``_tbeta_of_chunk``, which ``chunk_gluon_fused``'s worker warpgroup runs too; before that pass this
+launch takes ``seg_chunks`` and writes only the chunks the segment pass reads (``NON_LAST``).
 """
 
 from __future__ import annotations
@@ -104,22 +106,27 @@ def _locate(cu_seqlens, N, pid, BN: gl.constexpr):
 
 
 @gluon.jit
-def _gate_sums(g, beta, gates, n_tokens, tok0, n_rows, hv, HV: gl.constexpr, layout: gl.constexpr):
-    """The chunk's gates and β (rows past ``n_rows`` as 0), its gate sums (γ_i, γ_C − γ_i) stored, and γ
-    as an fp32 pair (hi, lo) with hi + lo its fp64 value (``chunk_common._cumsum_hi_lo``)."""
+def _gate_loads(g, beta, tok0, n_rows, hv, HV: gl.constexpr, layout: gl.constexpr):
+    """A chunk's gates and β of value head ``hv`` (rows past ``n_rows`` as 0)."""
     r = gl.arange(0, 64, layout=layout)
     ok = r < n_rows
     at = (tok0.to(gl.int64) + r) * HV + hv
-    g_c = gl.load(g + at, mask=ok, other=0.0)
-    b_c = gl.load(beta + at, mask=ok, other=0.0)
+    return gl.load(g + at, mask=ok, other=0.0), gl.load(beta + at, mask=ok, other=0.0)
+
+
+@gluon.jit
+def _gate_sums(g_c):
+    """A chunk's gate sums from its gates, in fp64: γ, and γ as an fp32 pair (hi, lo) with hi + lo its
+    fp64 value (``chunk_common._cumsum_hi_lo``). γ_C − γ: ``_to_end(g_c, gam)``."""
     gam = gl.associative_scan(g_c.to(gl.float64), 0, _add)
     hi = gam.to(gl.float32)
-    lo = (gam - hi.to(gl.float64)).to(gl.float32)
-    gam_of_hv = gates + hv.to(gl.int64) * n_tokens + tok0
-    gl.store(gam_of_hv + r, hi, mask=ok)
-    after = (gl.sum(g_c.to(gl.float64), axis=0) - gam).to(gl.float32)
-    gl.store(gam_of_hv + n_tokens.to(gl.int64) * HV + r, after, mask=ok)
-    return hi, lo, b_c
+    return gam, hi, (gam - hi.to(gl.float64)).to(gl.float32)
+
+
+@gluon.jit
+def _to_end(g_c, gam):
+    """γ_C − γ of a chunk, rounded to fp32 from its fp64 sums."""
+    return (gl.sum(g_c.to(gl.float64), axis=0) - gam).to(gl.float32)
 
 
 @gluon.jit
@@ -185,35 +192,12 @@ def _diag_inverse(blk, mma: gl.constexpr):
 
 
 @gluon.jit
-def _gdn_gluon_intra_kernel(
-    k_desc, t_desc, g, beta, state_indices, cu_seqlens, tbeta, gates, n_tokens, N,
-    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, BN: gl.constexpr, LAUNCH_DEPENDENTS: gl.constexpr,
-):  # fmt: skip
-    if LAUNCH_DEPENDENTS:
-        # the Gluon state pass after this launch (``gluon_pdl``) may start its programs; it waits for
-        # this launch's end before it reads what this launch writes
-        launch_dependents()
-    pid = gl.program_id(0)
-    hv = gl.program_id(1)
-    h = hv // (HV // H)
-    n, bos, eos, j = _locate(cu_seqlens, N, pid, BN)
-    if n >= N:
-        return
-    if gl.load(state_indices + n) < 0:
-        return  # padding: the state pass reads nothing of it
-    tok0 = (bos + j * 64).to(gl.int32)  # TMA coordinates are 32-bit
-    n_rows = gl.minimum(eos.to(gl.int32) - tok0, 64)
-
-    dt: gl.constexpr = k_desc.dtype
-    k_s = gl.allocate_shared_memory(dt, [64, K], k_desc.layout)
-    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
-    mbarrier.init(bar, count=1)
-    mbarrier.expect(bar, k_desc.block_type.nbytes)
-    tma.async_copy_global_to_shared(k_desc, [tok0, h * K], bar, k_s)
-
-    vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    hi, lo, b_c = _gate_sums(g, beta, gates, n_tokens, tok0, n_rows, hv, HV, vec)
-
+def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
+    """Tβ = (I + A)^{-1} diag(β) of one chunk, [64, 64] fp32 in the wgmma accumulator's layout of one
+    warpgroup, from its keys ``k_t`` ([64, K] in shared memory: rows past ``n_rows`` may hold anything
+    finite), γ as the pair (hi, lo) and β (rows past ``n_rows`` as 0). The solve's shared operands are
+    allocated after K Kᵀ, so they may take the keys' place; the last of them holds Tβ's bf16 rows for
+    a TMA store (``m_s`` is returned with it)."""
     acc: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
     )
@@ -221,9 +205,9 @@ def _gdn_gluon_intra_kernel(
     cols: gl.constexpr = gl.SliceLayout(0, acc)
     r = gl.arange(0, 64, layout=rows)
     c = gl.arange(0, 64, layout=cols)
-    mbarrier.wait(bar, 0)
-    kk = warpgroup_mma(k_s, k_s.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
-    mbarrier.invalidate(bar)
+    kk = warpgroup_mma(k_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
+    if k_bar is not None:
+        mbarrier.invalidate(k_bar)  # the keys' copy is done with (a program of one chunk)
 
     # β_i E_ij = 2^(p_i − p_j + log2 β_i), p = γ log2 e as a pair (``chunk_common._log2_pair``); above the
     # diagonal it may overflow to inf, which the select discards, as it does the rows past the sequence
@@ -269,8 +253,56 @@ def _gdn_gluon_intra_kernel(
     _share(m_s, t_inv)
     t_inv = warpgroup_mma(minus_nil, m_s, d_inv)
     _share(d_s, t_inv)
-    t_beta = warpgroup_mma(minus_nil, d_s, d_inv) * gl.convert_layout(b_c, cols)[None, :]
+    return warpgroup_mma(minus_nil, d_s, d_inv) * gl.convert_layout(b_c, cols)[None, :], m_s
 
+
+@gluon.jit
+def _gdn_gluon_intra_kernel(
+    k_desc, t_desc, g, beta, state_indices, cu_seqlens, tbeta, gates, n_tokens, N, seg_chunks,
+    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, BN: gl.constexpr, LAUNCH_DEPENDENTS: gl.constexpr,
+    NON_LAST: gl.constexpr,
+):  # fmt: skip
+    if LAUNCH_DEPENDENTS:
+        # the Gluon state pass after this launch (``gluon_pdl``) may start its programs; it waits for
+        # this launch's end before it reads what this launch writes
+        launch_dependents()
+    pid = gl.program_id(0)
+    hv = gl.program_id(1)
+    h = hv // (HV // H)
+    n, bos, eos, j = _locate(cu_seqlens, N, pid, BN)
+    if n >= N:
+        return
+    if NON_LAST:  # only the chunks the segment pass reads: none of a sequence's last segment
+        if j // seg_chunks == ((eos - bos + 63) // 64 - 1) // seg_chunks:
+            return
+    if gl.load(state_indices + n) < 0:
+        return  # padding: the state pass reads nothing of it
+    tok0 = (bos + j * 64).to(gl.int32)  # TMA coordinates are 32-bit
+    n_rows = gl.minimum(eos.to(gl.int32) - tok0, 64)
+
+    dt: gl.constexpr = k_desc.dtype
+    k_s = gl.allocate_shared_memory(dt, [64, K], k_desc.layout)
+    bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
+    mbarrier.init(bar, count=1)
+    mbarrier.expect(bar, k_desc.block_type.nbytes)
+    tma.async_copy_global_to_shared(k_desc, [tok0, h * K], bar, k_s)
+
+    vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    g_c, b_c = _gate_loads(g, beta, tok0, n_rows, hv, HV, vec)
+    gam, hi, lo = _gate_sums(g_c)
+    r_vec = gl.arange(0, 64, layout=vec)
+    gam_of_hv = gates + hv.to(gl.int64) * n_tokens + tok0
+    gl.store(gam_of_hv + r_vec, hi, mask=r_vec < n_rows)
+    gl.store(gam_of_hv + n_tokens.to(gl.int64) * HV + r_vec, _to_end(g_c, gam), mask=r_vec < n_rows)
+
+    mbarrier.wait(bar, 0)
+    t_beta, m_s = _tbeta_of_chunk(k_s, hi, lo, b_c, n_rows, bar)
+
+    acc: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
+    )
+    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
+    c = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
     col = hv * 64
     if n_rows == 64:
         t_s = m_s._reinterpret(dt, [64, 64], t_desc.layout)  # the same 16-bit swizzle
@@ -282,15 +314,28 @@ def _gdn_gluon_intra_kernel(
         gl.store(tbeta + at, t_beta.to(dt), mask=(r < n_rows)[:, None])
 
 
-def launch(k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents: bool = False) -> None:
+def launch(
+    k,
+    g,
+    beta,
+    state_indices,
+    cu_seqlens,
+    tbeta,
+    gates,
+    dependents: bool = False,
+    seg_chunks: int | None = None,
+) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
     is not padding, as ``chunk_intra._launch_intra`` writes them (no schedule). ``dependents``: the next
-    launch is this one's programmatic dependent (``gluon_pdl``)."""
+    launch is this one's programmatic dependent (``gluon_pdl``). ``seg_chunks``: only the chunks of a
+    sequence's segments of that many chunks but its last (what the Triton segment pass reads, where the
+    state pass makes its own: ``chunk_gluon_fused``)."""
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
     descs = chunk_tma.descriptor(k, K), chunk_tma.descriptor(tbeta, CHUNK)
     _gdn_gluon_intra_kernel[(T // CHUNK + N, HV)](
-        *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, T, N,
-        H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents, num_warps=4,
+        *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, T, N, seg_chunks or 1,
+        H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents,
+        NON_LAST=seg_chunks is not None, num_warps=4,
     )  # fmt: skip

@@ -272,6 +272,44 @@ def test_a_batch_takes_the_gluon_batch_state_pass_only_where_it_applies(monkeypa
     assert chunk._state_pass(x, x, x, cfg) is chunk_state._launch_state
 
 
+def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
+    # ``gluon_fused`` (off by default until measured) with the batch pass and the Gluon intra launch;
+    # and then the intra launch writes only what the segment pass reads (its ``seg_chunks``)
+    from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra, chunk_intra_gluon
+
+    cfg = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)
+    assert not cfg.gluon_fused
+    x = torch.zeros(64, 1, 128)
+    monkeypatch.setattr(chunk, "_INTERPRET", False)
+    assert not chunk._fused_state(x, x, x, cfg._replace(gluon_fused=True))  # not on a CUDA GPU
+    monkeypatch.setattr(chunk_gluon_fused, "supported", lambda q, k, v: True)
+    monkeypatch.setattr(chunk_intra_gluon, "supported", lambda k: True)
+    on = cfg._replace(gluon_fused=True)
+    assert chunk._fused_state(x, x, x, on)
+    for off in (cfg, on._replace(gluon_batch=False), on._replace(gluon_intra=False)):
+        assert not chunk._fused_state(x, x, x, off)
+    monkeypatch.setattr(chunk, "_INTERPRET", True)
+    assert not chunk._fused_state(x, x, x, on)
+
+    asked = []
+    monkeypatch.setattr(chunk_intra, "_INTERPRET", False)
+
+    class NoLaunch:  # the schedule's launch of the Triton kernel, not run here
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: None
+
+    monkeypatch.setattr(chunk_intra, "_gdn_chunk_intra_kernel", NoLaunch())
+    monkeypatch.setattr(chunk_intra_gluon, "launch", lambda *a, **kw: asked.append(kw["seg_chunks"]))
+    g, idx, cu = (
+        torch.zeros(64, 2),
+        torch.zeros(1, dtype=torch.int32),
+        torch.tensor([0, 64], dtype=torch.int32),
+    )
+    for non_last in (False, True):
+        chunk_intra._launch_intra(x, g, g, idx, cu, on._replace(seg_chunks=7), non_last=non_last)
+    assert asked == [None, 7]
+
+
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():
     # 16×2048 (measured in benchmarks/RESULTS.md): 16 sequences already give 1024 programs.
     cfg = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)

@@ -92,3 +92,32 @@ def test_gluon_intra_launch_matches_the_triton_launch_and_the_exact_inverse(case
                 got = tbeta[start:end, hv, : end - start]
                 assert rel_rmse(got, exact) <= EXACT_BOUND, (n, start, hv)
                 assert not tbeta[start:end, hv, end - start :].any(), "columns past the chunk's end"
+
+
+def test_gluon_intra_launch_for_the_segment_pass_writes_only_the_chunks_it_reads():
+    # ``seg_chunks`` (before chunk_gluon_fused, which makes its own Tβ): the chunks of every segment of
+    # that many chunks but a sequence's last get the same Tβ and gate sums as the whole launch writes;
+    # the chunks of a last segment are left as they were (NaN here)
+    from stampgen.kernels.gdn import chunk_intra_gluon
+
+    seqlens, seg = [700, 300, 1, 520, 64, 0], 4
+    inputs = make_inputs(
+        "prefill", N=len(seqlens), seqlens=seqlens, H=2, HV=4, K=128, V=32, device="cuda", seed=9
+    )
+    k = inputs["k"].to(torch.bfloat16)
+    args = (k, inputs["g"], inputs["beta"], inputs["state_indices"], inputs["cu_seqlens"])
+    T, HV = inputs["g"].shape
+    whole = [x.fill_(float("nan")) for x in chunk_intra._intra_outputs(k, T, HV)]
+    chunk_intra_gluon.launch(*args, *whole)
+    part = [x.fill_(float("nan")) for x in chunk_intra._intra_outputs(k, T, HV)]
+    chunk_intra_gluon.launch(*args, *part, seg_chunks=seg)
+    cu = inputs["cu_seqlens"].tolist()
+    read = torch.zeros(T, dtype=torch.bool, device="cuda")
+    for n in range(len(seqlens)):
+        chunks = -(-seqlens[n] // 64)
+        last_start = (chunks - 1) // seg * seg * 64  # the first token of the sequence's last segment
+        read[cu[n] : cu[n] + max(0, last_start)] = True
+    assert read.any() and not read.all()
+    assert torch.equal(part[0][read], whole[0][read])
+    assert torch.equal(part[1][:, :, read], whole[1][:, :, read])
+    assert part[0][~read].isnan().all() and part[1][:, :, ~read].isnan().all()

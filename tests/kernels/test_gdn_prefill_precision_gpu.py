@@ -66,15 +66,21 @@ PATHS = {
     "gluon-batch128-intra": dict(
         gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True, gluon_batch_block_v=128
     ),
+    # chunk_gluon_fused in its place (Tβ, P and the gate factors made inside the state pass)
+    "gluon-fused": dict(
+        gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True, gluon_fused=True
+    ),
 }
 
 
 def _applies(path: str, inputs: dict) -> bool:
-    from stampgen.kernels.gdn import chunk_gluon, chunk_gluon_batch, chunk_intra_gluon
+    from stampgen.kernels.gdn import chunk_gluon, chunk_gluon_batch, chunk_gluon_fused, chunk_intra_gluon
 
     q, k, v = inputs["q"], inputs["k"], inputs["v"]
     state = not PATHS[path]["gluon_state"] or chunk_gluon.supported(q, k, v)
-    if PATHS[path].get("gluon_batch"):
+    if PATHS[path].get("gluon_fused"):
+        state = chunk_gluon_fused.supported(q, k, v)
+    elif PATHS[path].get("gluon_batch"):
         state = chunk_gluon_batch.supported(q, k, v, PATHS[path]["gluon_batch_block_v"])
     intra = not PATHS[path]["gluon_intra"] or chunk_intra_gluon.supported(k)
     return state and intra

@@ -86,13 +86,30 @@ def test_the_gluon_kernels_compile_for_sm90_and_report_their_resources():
     row = re.compile(r"(gluon_\w+)\s+.+?\s+\d+\s+\d+\s+(\d+)\s+(\d+)\s+[\d.]+\s+(\d+)\s+\D+\s(\d+)\s")
     rows = [m.groups() for m in map(row.match, done.stdout.splitlines()) if m]
     # the state pass with the intra launch before it, and before it as its programmatic dependent; the
-    # Gluon intra launch
-    assert [name for name, *_ in rows] == ["gluon_state"] * 2 + ["gluon_intra"], done.stdout
+    # Gluon intra launch, of every chunk and of the chunks of no sequence's last segment
+    assert [name for name, *_ in rows] == ["gluon_state"] * 2 + ["gluon_intra"] * 2, done.stdout
     for _name, regs, _spills, fit, mma in rows:
         assert 0 < int(regs) <= 255 and int(fit) >= 1 and int(mma) > 0
     # the intra launch's four programs per SM, which its speed rests on (RESULTS.md), with no spills
-    _, _, spills, fit, _ = rows[-1]
-    assert int(fit) == 4 and int(spills) == 0, done.stdout
+    for _, _, spills, fit, _ in rows[-2:]:
+        assert int(fit) == 4 and int(spills) == 0, done.stdout
+
+
+def test_the_fused_state_pass_compiles_with_its_worker_warpgroup_and_fits_an_sm():
+    # kernels/gdn/chunk_gluon_fused.py: three warpgroups (gl.warp_specialize) whose registers ptxas
+    # splits by setmaxnreg; its shared memory (three TMA stages, two slots of Tβ and P, the output
+    # buffers) must fit one program on an SM, and its wgmma stay asynchronous (the next test)
+    done = _run(str(TOOL), "--only", "gluon_fused")
+    assert done.returncode == 0, done.stderr
+    row = re.compile(r"gluon_fused\s+\S+\s+(\d+)\s+\d+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s")
+    rows = [m.groups() for m in map(row.match, done.stdout.splitlines()) if m]
+    assert len(rows) == 2, done.stdout  # K = 128 (the default) and 64
+    for warps, regs, spills, smem, fit in rows:
+        # the state warpgroups' warps launched (the worker's four are added by warp_specialize: 384
+        # threads, 168 registers a thread at entry)
+        assert int(warps) == 8 and int(regs) == 65536 // 384 // 8 * 8, done.stdout
+        assert int(fit) == 1 and float(smem) <= 227, done.stdout
+        assert int(spills) < 256, done.stdout  # a few, the worker's (at 120 registers a thread)
 
 
 def test_the_lightning_prefill_compiles_for_sm90_with_tma_tiles_and_no_spills():
@@ -159,9 +176,9 @@ def test_no_kernel_at_its_default_configuration_has_its_wgmma_serialized():
     row = re.compile(r"(\w+)\s+.+?\s+\d+\s+\d+\s+\d+\s+\d+\s+[\d.]+\s+\d+\s+\D+?\s(async|serial|-)\s+(\d+)\s")
     rows = {m.group(1): m.groups()[1:] for m in map(row.match, done.stdout.splitlines()) if m}
     with_mma = {name: wgmma for name, (wgmma, mma) in rows.items() if int(mma) > 0}
-    assert {"gluon_batch", "gluon_state", "state", "kda_state", "lightning_gluon"} <= set(with_mma), (
-        done.stdout
-    )
+    assert {"gluon_batch", "gluon_fused", "gluon_state", "state", "kda_state", "lightning_gluon"} <= set(
+        with_mma
+    ), done.stdout
     assert all(wgmma == "async" for wgmma in with_mma.values()), with_mma
     assert all(wgmma == "-" for name, (wgmma, mma) in rows.items() if int(mma) == 0), rows
 

@@ -1,0 +1,329 @@
+"""The chunked GDN prefill's state pass over segments (launch 3 of ``chunk_state``) in Gluon for sm_90, with
+the intra launch's work inside it: a worker warpgroup makes each chunk's Tβ, its gate factors and P a chunk
+or two ahead of the state's chain, in shared memory, so that neither is stored to global memory nor waits
+for a launch of its own.
+
+``chunk_gluon_batch``'s pass spends a chunk step (~3.0 µs on 16×2048) waiting on its chain of products:
+its tensor pipes and issue slots are mostly idle. The intra launch before it (0.222 ms of 0.626 on
+16×2048) is the whole distance to FlashInfer's kernel, whose step is no shorter than ours but hides that
+work behind its chain (benchmarks/RESULTS.md, "What FlashInfer's kernel does differently"). Here one
+program (a V tile of 128, value head, segment) is three warpgroups:
+
+- two state warpgroups (the default partition, 64 rows of Sᵀ each): ``chunk_gluon_batch``'s step without
+  Q Kᵀ and P — (K S)ᵀ and (Q S)ᵀ from Sᵀ, v_newᵀ = uᵀ Tβᵀ, the update and the output rows — on the q / k /
+  v tiles they copy by TMA, ``STAGES`` deep, and Tβ, P and the gate factors the worker left in one of
+  two slots (mbarriers ``ready`` / ``free``);
+- one worker warpgroup (``gl.warp_specialize``, ``WORKER_REGS`` registers a thread, the state
+  warpgroups the rest): per chunk, from the same q and k tiles and the gates and β it loads a chunk
+  ahead, the intra launch's Tβ (``chunk_intra_gluon._tbeta_of_chunk``: the same math and roundings), Q Kᵀ
+  masked and scaled by the decay into P, and the factors exp γ, exp(γ_C − γ) and exp γ_C.
+
+A sequence's partial last chunk goes through the same step: its tiles by TMA reach into the next
+sequence's rows (or TMA's zeros past the end), whose β the worker loads as 0, so Tβ's rows and columns
+there are 0 and so is v_new; nothing they touch reaches the state or a stored output row, and the
+chunk's output rows leave by masked stores.
+
+Segments, their schedule and their initial states are the Triton passes' (``chunk_state``), as for
+``chunk_gluon_batch``; the intra launch before this pass runs only for the chunks the segment pass
+reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``: no sequence's last segment).
+
+NOT yet run on a GPU: ``LaunchConfig.gluon_fused`` is off by default until measured.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_wait,
+)
+
+from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW
+from stampgen.kernels.gdn.chunk_config import LaunchConfig
+from stampgen.kernels.gdn.chunk_gluon_batch import _output_tile, _scratch_ptrs, _state_ptrs
+from stampgen.kernels.gdn.chunk_intra_gluon import _gate_loads, _gate_sums, _tbeta_of_chunk, _to_end
+from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
+
+BLOCK_V = 128  # two state warpgroups of 64 rows of Sᵀ
+# The worker warpgroup's registers a thread (``setmaxnreg``); the state warpgroups get what is left of
+# the SM's 64 K (Triton: 200 a thread beside 96–104, 192 beside 112–120).
+WORKER_REGS = 120
+
+
+def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
+    """Whether this pass applies: bf16 inputs (the worker's Tβ is the Gluon intra launch's, measured for
+    bf16 keys), ``tiles_apply(q, k, v)`` and V a multiple of the V tile."""
+    return k.dtype == torch.bfloat16 and tiles_apply(q, k, v) and v.shape[2] % BLOCK_V == 0
+
+
+@gluon.jit
+def _copy_qkv(q_desc, k_desc, v_desc, q_s, k_s, v_s, bars, stage, row, col_qk, col_v, pred):
+    """TMA copies of the q / k / v tiles of the chunk at ``row`` into stage ``stage``, counted on its
+    mbarrier (only where ``pred``)."""
+    bar = bars.index(stage)
+    nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes
+    mbarrier.expect(bar, nbytes, pred=pred)
+    tma.async_copy_global_to_shared(q_desc, [row, col_qk], bar, q_s.index(stage), pred=pred)
+    tma.async_copy_global_to_shared(k_desc, [row, col_qk], bar, k_s.index(stage), pred=pred)
+    tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(stage), pred=pred)
+
+
+@gluon.jit
+def _worker(
+    q_s, k_s, t_s, p_s, g_s, bars, ready, free, g, beta, hv, base, end, n_chunks, log2_scale,
+    HV: gl.constexpr, STAGES: gl.constexpr,
+):  # fmt: skip
+    """Per chunk c of the segment: Tβ, P and the gate factors into slot c % 2, once the state warpgroups
+    have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed."""
+    vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    acc: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
+    )
+    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
+    c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
+    first = gl.arange(0, 64, layout=vec) == 0
+    dt: gl.constexpr = t_s.dtype
+    g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
+    for c in tl.range(0, n_chunks, disable_licm=True):
+        buf = c % 2
+        stage = c % STAGES
+        tok0 = base + c * 64
+        n_rows = gl.minimum(end - tok0, 64)
+        g_n, b_n = _gate_loads(g, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, HV, vec)
+        mbarrier.wait(free.index(buf), ((c // 2) & 1) ^ 1)
+        mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
+        gam, hi, lo = _gate_sums(g_c)
+        after = _to_end(g_c, gam)
+        # exp γ, exp(γ_C − γ) and exp γ_C = exp(γ_0 + (γ_C − γ_0)), as the batch pass makes them from the
+        # stored gate sums (γ rounded to fp32: ``hi``)
+        g_s.index(3 * buf).store(gl.exp(hi))
+        g_s.index(3 * buf + 1).store(gl.exp(after))
+        g_s.index(3 * buf + 2).store(
+            gl.zeros_like(hi) + gl.exp(gl.sum(gl.where(first, hi + after, 0.0), axis=0))
+        )
+        # P = scale (Q Kᵀ ⊙ E) on and below the diagonal; above it E may overflow to inf, which the select
+        # discards. Made before Tβ, so that only γ's pair and β live through the solve (registers).
+        k_t = k_s.index(stage)
+        qk = warpgroup_mma(q_s.index(stage), k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc),
+                           use_acc=False)  # fmt: skip
+        b = hi * _LOG2E
+        e = gl.exp2(
+            (gl.convert_layout(b, gl.SliceLayout(1, acc)) + log2_scale)[:, None]
+            - gl.convert_layout(b, gl.SliceLayout(0, acc))[None, :]
+        )
+        p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
+        t_beta, _ = _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows)
+        t_s.index(buf).store(t_beta.to(dt))
+        fence_async_shared()  # Tβ and P are read by the state warpgroups' wgmma (the async proxy)
+        mbarrier.arrive(ready.index(buf), count=1)
+        g_c, b_c = g_n, b_n
+
+
+@gluon.jit
+def _state(
+    q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
+    o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end, n_chunks,
+    pool_slot_stride, scale,
+    HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, STAGES: gl.constexpr,
+):  # fmt: skip
+    """The state warpgroups: the segment's initial state, its chunk steps on the worker's Tβ, P and gate
+    factors, the output rows, and (a sequence's last segment) the pool row."""
+    W: gl.constexpr = BV // 16
+    acc_s: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, K, 16]
+    )
+    acc_c: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, 64, 16]
+    )
+    a_c: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_c, k_width=2)
+    a_s: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_s, k_width=2)
+    tok_c: gl.constexpr = gl.SliceLayout(0, acc_c)  # a token index along a [BV, 64] tile's columns
+    # exp γ_C, one value in every element of its row: each warp holds the whole row, so its maximum is
+    # taken within the warp
+    whole: gl.constexpr = gl.BlockedLayout([2], [32], [W], [0])
+    c_tok = gl.arange(0, 64, layout=tok_c)
+    o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
+    dt: gl.constexpr = q_desc.dtype
+
+    if slot < 0:  # padding: zero output rows, nothing read or written else
+        for c in range((end - base + 63) // 64):
+            tok = base + c * 64 + c_tok
+            gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None],
+                     gl.zeros([BV, 64], o.dtype.element_ty, acc_c), mask=(tok < end)[None, :])  # fmt: skip
+
+    j = gl.load(row + 1).to(gl.int32)
+    n_segs = gl.load(row + 4).to(gl.int32)
+    first_non_last = gl.load(row + 5).to(gl.int32)
+    if n_chunks > 0:
+        # The segment's initial state: the pool row (one segment), the copy the segment pass made of it
+        # (the first of several: the last may write the row first), or the state the carry launch made
+        if n_segs == 1:
+            state = gl.load(
+                _state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s)
+            )
+        elif j == 0:
+            state = gl.load(_scratch_ptrs(start, first_non_last, hv, i_v, HV, K, V, BV, acc_s))
+        else:
+            state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
+    else:
+        state = gl.zeros([BV, K], gl.float32, acc_s)
+    for i in gl.static_range(STAGES - 1):
+        _copy_qkv(q_desc, k_desc, v_desc, q_s, k_s, v_s, bars, i, base + i * 64, col_qk, col_v, i < n_chunks)
+
+    for c in tl.range(0, n_chunks, disable_licm=True):
+        stage = c % STAGES
+        buf = c % 2
+        tok0 = base + c * 64
+        mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
+        q_t = q_s.index(stage)
+        k_t = k_s.index(stage)
+        s_op = gl.convert_layout(state.to(dt), a_c)
+        ks = warpgroup_mma(s_op, k_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c), use_acc=False,
+                           is_async=True)  # fmt: skip
+        qs = warpgroup_mma(s_op, q_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c), use_acc=False,
+                           is_async=True)  # fmt: skip
+        mbarrier.wait(ready.index(buf), (c // 2) & 1)
+        # (Q S)ᵀ waited for with (K S)ᵀ: the tensor cores run a warpgroup's products in the order issued,
+        # so v_new's product would wait for it anyway, and holding Sᵀ's operand and (Q S)ᵀ's accumulator
+        # beside v_new's in flight takes more registers than the state warpgroups have (ptxas serializes
+        # every wgmma then, its note C7512)
+        ks, qs, s_op = warpgroup_mma_wait(num_outstanding=0, deps=(ks, qs, s_op))
+        v_c = v_s.index(stage).permute((1, 0)).load(acc_c)  # Vᵀ [BV, 64]
+        u_op = gl.convert_layout(
+            (v_c.to(gl.float32) - ks * g_s.index(3 * buf).load(tok_c)[None, :]).to(dt), a_c
+        )
+        v_new = warpgroup_mma(u_op, t_s.index(buf).permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
+                              use_acc=False, is_async=True)  # fmt: skip
+        tma.store_wait(pendings=0)
+        fence_async_shared()
+        # The step's one barrier: the output rows written; every thread past its waits for the products
+        # of step c − 1, the last readers of the buffers written next
+        gl.thread_barrier()
+        if c > 0:
+            tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((c - 1) % 2))
+        ahead = c + STAGES - 1
+        _copy_qkv(q_desc, k_desc, v_desc, q_s, k_s, v_s, bars, ahead % STAGES, base + ahead * 64, col_qk, col_v,
+                  ahead < n_chunks)  # fmt: skip
+
+        v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
+        d_op = gl.convert_layout((v_new * g_s.index(3 * buf + 1).load(tok_c)[None, :]).to(dt), a_s)
+        decay_c = gl.max(g_s.index(3 * buf + 2).load(whole), axis=0)
+        state = warpgroup_mma(d_op, k_t, state * decay_c, is_async=True)
+        vn_op = gl.convert_layout(v_new.to(dt), a_c)
+        o_scale = g_s.index(3 * buf).load(tok_c) * scale
+        out = warpgroup_mma(vn_op, p_s.index(buf).permute((1, 0)), qs * o_scale[None, :], is_async=True)
+        # Both waited for here (a product in flight across the loop's back edge makes ptxas serialize
+        # every wgmma of the kernel, ``chunk_gluon_batch``)
+        state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
+        mbarrier.arrive(free.index(buf), count=1)
+        # The output rows into their buffer now, not held into the next step (registers: the state
+        # warpgroups have 200): the TMA store that last read it (chunk c − 2) was waited for before this
+        # step's barrier; they leave by TMA after the next step's barrier
+        _output_tile(o_s.index(buf), out, dt)
+
+    if n_chunks > 0:
+        tok0 = base + (n_chunks - 1) * 64
+        last = o_s.index((n_chunks - 1) % 2)
+        tma.store_wait(pendings=0)
+        fence_async_shared()
+        gl.thread_barrier()
+        if end - tok0 == 64:
+            tma.async_copy_shared_to_global(o_desc, [tok0, col_v], last)
+            tma.store_wait(pendings=0)
+        else:  # a sequence's partial last chunk: its rows alone (TMA would write the next sequence's)
+            ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [W, 1], [1, 0])
+            r_o = gl.arange(0, 64, layout=gl.SliceLayout(1, ld))
+            c_o = gl.arange(0, BV, layout=gl.SliceLayout(0, ld))
+            at = (tok0 + r_o).to(gl.int64)[:, None] * (HV * V) + (col_v + c_o)[None, :]
+            gl.store(o + at, last.load(ld), mask=(r_o < end - tok0)[:, None])
+        # j and n_segs loaded again, not held through the loop (registers)
+        if gl.load(row + 1) == gl.load(row + 4) - 1:
+            gl.store(
+                _state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s), state
+            )
+
+
+@gluon.jit
+def _gdn_gluon_fused_state_kernel(
+    q_desc, k_desc, v_desc, o_desc,
+    o, g, beta, state_pool, state_indices, schedule, start, carry,
+    pool_slot_stride, scale, seg_chunks, N,
+    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr,
+):  # fmt: skip
+    i_v = gl.program_id(0)
+    hv = gl.program_id(1)
+    # The segment this program runs, from the schedule (``chunk_common._write_schedule``); a program past
+    # the last segment, like a padding sequence's, has no chunk to run (no early return: the worker
+    # warps must reach the partitions too)
+    row = schedule + gl.program_id(2).to(gl.int64) * _SCHEDULE_ROW
+    n = gl.load(row).to(gl.int32)
+    live = n < N
+    j = gl.load(row + 1).to(gl.int32)
+    bos = gl.load(row + 2).to(gl.int32)
+    eos = gl.load(row + 3).to(gl.int32)
+    slot = gl.load(state_indices + gl.minimum(n, N - 1))
+    base = bos + j * seg_chunks * 64  # the segment's first token
+    end = gl.minimum(base + seg_chunks * 64, eos)  # one past its last
+    n_chunks = gl.where(live & (slot >= 0), (end - base + 63) // 64, 0)
+    end = gl.where(live, end, base)  # no padding rows to zero past the last segment
+
+    dt: gl.constexpr = q_desc.dtype
+    q_s = gl.allocate_shared_memory(dt, [STAGES, 64, K], q_desc.layout)
+    k_s = gl.allocate_shared_memory(dt, [STAGES, 64, K], k_desc.layout)
+    v_s = gl.allocate_shared_memory(dt, [STAGES, 64, BV], v_desc.layout)
+    sq: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dt)
+    t_s = gl.allocate_shared_memory(dt, [2, 64, 64], sq)
+    p_s = gl.allocate_shared_memory(dt, [2, 64, 64], sq)
+    o_s = gl.allocate_shared_memory(dt, [2, 64, BV], o_desc.layout)
+    g_s = gl.allocate_shared_memory(gl.float32, [6, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(bars.index(i), count=1)
+    for i in gl.static_range(2):
+        mbarrier.init(ready.index(i), count=1)
+        mbarrier.init(free.index(i), count=1)
+    h = hv // (HV // H)
+    col_qk = h * K
+    col_v = hv * V + i_v * BV
+    # (argument tuples written out here: a tuple bound to a name first would make its constexprs tensors)
+    gl.warp_specialize(
+        [
+            (_state, (q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
+                      o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end,
+                      n_chunks, pool_slot_stride, scale, HV, K, V, BV, STAGES)),
+            (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, g, beta, hv, base, end, n_chunks, gl.log2(scale),
+                       HV, STAGES)),
+        ],
+        [4],
+        [WORKER_REGS],
+    )  # fmt: skip
+
+
+def launch_state(
+    q, k, v, g, beta, o, state_pool, state_indices, schedule, start, carry, scale: float, config: LaunchConfig,
+) -> None:  # fmt: skip
+    """Launch 3 of ``chunk_state`` in this form: the state pass over every segment with the intra
+    launch's work and the output fused in, on the schedule and the segment and carry launches' initial
+    states (``start`` / ``carry``: None where no sequence can be split); updates the pool in place.
+    ``supported(q, k, v)`` true."""
+    T, H, K = q.shape
+    HV, V = v.shape[1], v.shape[2]
+    if start is None:  # no sequence is split: never read (n_segs is 1 in every schedule row)
+        start = carry = state_pool
+    descs = (descriptor(q, K), descriptor(k, K), descriptor(v, BLOCK_V), descriptor(o, BLOCK_V))
+    _gdn_gluon_fused_state_kernel[(triton.cdiv(V, BLOCK_V), HV, schedule.shape[1])](
+        *descs, o, g, beta, state_pool, state_indices, schedule, start, carry,
+        state_pool.stride(0), float(scale), config.seg_chunks, state_indices.shape[0],
+        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
+        num_warps=BLOCK_V // 16,
+    )  # fmt: skip

@@ -1,0 +1,178 @@
+"""The fused state pass on an sm_90 GPU — ``kernels/gdn/chunk_gluon_fused.py`` (``LaunchConfig.gluon_fused``:
+the batch pass with the intra launch's Tβ, gate factors and P made inside it by a worker warpgroup) —
+against ``chunk_gluon_batch``'s pass on the same inputs (the same math and roundings: the worker's Tβ is
+the Gluon intra launch's, its P and factors the batch pass's) and the fp32 torch reference.
+
+What it adds to the batch pass's edges (``test_gdn_chunk_gluon_gpu.py``): the worker's handshake with the
+state warpgroups over many chunks, a sequence's partial last chunk taken by TMA with its rows past the end
+held out by β = 0, the intra launch cut to the chunks the segment pass reads (none of a sequence's last
+segment) while split sequences still get theirs, and CUDA-graph capture. Each test checks that the fused
+pass ran, so a fallback to the batch pass cannot pass for it.
+"""
+
+import pytest
+import torch
+from gdn_inputs import assert_prefill_replay_matches_eager, clone_inputs, make_inputs, rel_rmse
+
+from stampgen.kernels import gdn
+from stampgen.kernels.gdn import chunk
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(
+        not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
+        reason="the fused state pass is written for sm_90 (H100 / H200)",
+    ),
+]
+
+QWEN3_NEXT = dict(H=16, HV=32, K=128, V=128)
+FEW_HEADS = dict(H=2, HV=4, K=128, V=128)
+BF16_BOUND = 5e-3  # against the fp32 reference on the same bf16 values (the fla test standard)
+SAME_MATH_BOUND = 1e-3  # against the batch pass on the same inputs
+
+
+class Passes:
+    """Pins the batch pass (``batch()``) or the fused one (``fused()``) for ``gdn.prefill`` and records
+    which state pass ran and what the Gluon intra launch was asked for."""
+
+    def __init__(self, monkeypatch):
+        from stampgen.kernels.gdn import chunk_gluon_batch, chunk_gluon_fused, chunk_intra_gluon
+
+        self.calls = []  # state passes: "batch", "fused"
+        self.intra_seg_chunks = []  # the Gluon intra launch's ``seg_chunks`` (None: every chunk)
+        self._monkeypatch = monkeypatch
+        for module, name in ((chunk_gluon_batch, "batch"), (chunk_gluon_fused, "fused")):
+            launch = module.launch_state
+
+            def launch_state(*args, _launch=launch, _name=name, **kwargs):
+                self.calls.append(_name)
+                return _launch(*args, **kwargs)
+
+            monkeypatch.setattr(module, "launch_state", launch_state)
+        launch_intra = chunk_intra_gluon.launch
+
+        def counted_intra(*args, **kwargs):
+            self.intra_seg_chunks.append(kwargs.get("seg_chunks"))
+            return launch_intra(*args, **kwargs)
+
+        monkeypatch.setattr(chunk_intra_gluon, "launch", counted_intra)
+        self._default = chunk.launch_config
+
+    def batch(self, **fields):
+        self._pin(gluon_fused=False, **fields)
+
+    def fused(self, **fields):
+        self._pin(gluon_fused=True, **fields)
+
+    def _pin(self, **fields):
+        # the Triton passes with the Gluon intra launch and a Gluon launch 3, at every batch shape
+        pinned = dict(gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True) | fields
+        default = self._default
+        self._monkeypatch.setattr(
+            chunk, "launch_config", lambda *a, **kw: default(*a, **kw)._replace(**pinned)
+        )
+
+
+@pytest.fixture
+def passes(monkeypatch):
+    return Passes(monkeypatch)
+
+
+def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, normalizer=1.0, **dims):
+    """(16-bit inputs, the same values upcast to fp32 for the reference)."""
+    fp32 = make_inputs(
+        "prefill", N=len(seqlens), seqlens=seqlens, **(dims or QWEN3_NEXT), device="cuda", seed=seed, pad=pad,
+        normalizer=normalizer,
+    )  # fmt: skip
+    low, upcast = clone_inputs(fp32), clone_inputs(fp32)
+    for name in ("q", "k", "v"):
+        low[name] = fp32[name].to(dtype)
+        upcast[name] = low[name].float()
+    return low, upcast
+
+
+def _run_both(passes, low, upcast, **fields):
+    """(fused output, batch-pass output and inputs after it, reference output and inputs after it); the
+    fused run's inputs are ``low`` itself."""
+    batch = clone_inputs(low)
+    passes.batch(**fields)
+    o_batch = gdn.prefill(**batch, backend="triton")
+    assert passes.calls == ["batch"], "the batch pass did not run"
+    passes.fused(**fields)
+    o = gdn.prefill(**low, backend="triton")
+    assert passes.calls == ["batch", "fused"], "the fused pass did not run"
+    o_ref = gdn.prefill(**upcast, backend="torch")
+    return o, (o_batch, batch), (o_ref, upcast)
+
+
+def _assert_matches(o, inputs, batch_run, reference_run):
+    used = inputs["state_indices"][inputs["state_indices"] >= 0].long()
+    for (other_o, other), bound in ((batch_run, SAME_MATH_BOUND), (reference_run, BF16_BOUND)):
+        assert rel_rmse(o, other_o) <= bound
+        assert rel_rmse(inputs["state_pool"][used], other["state_pool"][used]) <= bound
+
+
+CASES = {
+    "T4096": ([4096], 0, QWEN3_NEXT),
+    # partial, full, one past, two chunks + 2, empty, one token
+    "edges": ([63, 64, 65, 130, 0, 1], 0, FEW_HEADS),
+    "padded": ([700, 7, 129, 300], 1, FEW_HEADS),
+    "16x512": ([512] * 16, 0, QWEN3_NEXT),
+    "K64": ([100, 37, 64, 257], 0, dict(H=1, HV=2, K=64, V=128)),
+    "V256": ([300, 64, 5], 0, dict(H=2, HV=4, K=128, V=256)),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_fused_pass_matches_the_batch_pass_and_the_reference(passes, case):
+    seqlens, pad, dims = CASES[case]
+    # weak decay (normalizer 20): a chunk's early rows still matter at its end, as they do in Tβ
+    low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad, normalizer=20, **dims)
+    pool_before = low["state_pool"].clone()
+    o, batch_run, reference_run = _run_both(passes, low, upcast)
+    _assert_matches(o, low, batch_run, reference_run)
+    # the fused run's intra launch was asked only for the chunks the segment pass reads
+    assert passes.intra_seg_chunks[-1] is not None and passes.intra_seg_chunks[0] is None
+    slots = low["state_indices"].tolist()
+    cu = low["cu_seqlens"].tolist()
+    for n, slot in enumerate(slots):
+        if slot < 0:
+            assert not o[cu[n] : cu[n + 1]].any(), f"padding sequence {n} got output"
+    for slot in set(range(pool_before.shape[0])) - set(slots):
+        assert torch.equal(low["state_pool"][slot], pool_before[slot]), f"unused pool row {slot} changed"
+
+
+def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(passes):
+    # Four chunks a segment: the segment pass reads Tβ and the gate sums of every segment but a
+    # sequence's last, which the intra launch still writes; the fused pass makes its own for the
+    # chunks it runs and takes the segments' initial states from the segment and carry launches.
+    seqlens = [700, 300, 1, 520, 64]
+    low, upcast = _inputs(seqlens, seed=5, pad=1, **FEW_HEADS)
+    o, batch_run, reference_run = _run_both(passes, low, upcast, seg_chunks=4)
+    _assert_matches(o, low, batch_run, reference_run)
+    assert passes.intra_seg_chunks == [None, 4]
+
+
+@pytest.mark.parametrize("normalizer", [1, 100], ids=["strong-decay", "weak-decay"])
+def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(passes, normalizer):
+    # many chunks a program: the two slots of Tβ / P cycled hundreds of times
+    low, upcast = _inputs([8192, 3000, 2048], seed=normalizer, normalizer=normalizer, **FEW_HEADS)
+    o, batch_run, reference_run = _run_both(passes, low, upcast)
+    _assert_matches(o, low, batch_run, reference_run)
+
+
+def test_fused_pass_is_captured_and_replayed_in_a_cuda_graph(passes):
+    low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
+    fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
+    passes.fused()
+    assert_prefill_replay_matches_eager(low, fresh)
+    assert set(passes.calls) == {"fused"}, "the fused pass did not run"
+
+
+def test_fp16_inputs_keep_the_batch_pass(passes):
+    # the worker's Tβ is the Gluon intra launch's, which is for bf16 keys
+    low, upcast = _inputs([100, 37, 64], seed=3, dtype=torch.float16, **FEW_HEADS)
+    passes.fused()
+    o = gdn.prefill(**low, backend="triton")
+    assert passes.calls == ["batch"]
+    assert rel_rmse(o, gdn.prefill(**upcast, backend="torch")) <= BF16_BOUND
