@@ -110,6 +110,23 @@ def make_inputs(
     return {name: t.to(device) for name, t in inputs.items()}
 
 
+def low_and_upcast(
+    seqlens: list[int], *, dims: dict, seed: int, pad: int = 0, dtype: torch.dtype = torch.bfloat16,
+    normalizer: float = 1.0, device: str = "cuda",
+) -> tuple[dict, dict]:  # fmt: skip
+    """Prefill inputs with q, k, v in ``dtype`` (16-bit), and the same values upcast to fp32 for the
+    reference (``make_inputs``'s other arguments)."""
+    fp32 = make_inputs(
+        "prefill", N=len(seqlens), seqlens=seqlens, **dims, device=device, seed=seed, pad=pad,
+        normalizer=normalizer,
+    )  # fmt: skip
+    low, upcast = clone_inputs(fp32), clone_inputs(fp32)
+    for name in ("q", "k", "v"):
+        low[name] = fp32[name].to(dtype)
+        upcast[name] = low[name].float()
+    return low, upcast
+
+
 def clone_inputs(inputs: dict) -> dict:
     """A deep copy (tensors cloned), so two backends can each update their own state pool."""
     return {name: t.clone() if isinstance(t, torch.Tensor) else t for name, t in inputs.items()}

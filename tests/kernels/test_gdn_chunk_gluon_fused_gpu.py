@@ -12,7 +12,7 @@ pass ran, so a fallback to the batch pass cannot pass for it.
 
 import pytest
 import torch
-from gdn_inputs import assert_prefill_replay_matches_eager, clone_inputs, make_inputs, rel_rmse
+from gdn_inputs import assert_prefill_replay_matches_eager, clone_inputs, low_and_upcast, rel_rmse
 
 from stampgen.kernels import gdn
 from stampgen.kernels.gdn import chunk
@@ -79,16 +79,9 @@ def passes(monkeypatch):
 
 
 def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, normalizer=1.0, **dims):
-    """(16-bit inputs, the same values upcast to fp32 for the reference)."""
-    fp32 = make_inputs(
-        "prefill", N=len(seqlens), seqlens=seqlens, **(dims or QWEN3_NEXT), device="cuda", seed=seed, pad=pad,
-        normalizer=normalizer,
-    )  # fmt: skip
-    low, upcast = clone_inputs(fp32), clone_inputs(fp32)
-    for name in ("q", "k", "v"):
-        low[name] = fp32[name].to(dtype)
-        upcast[name] = low[name].float()
-    return low, upcast
+    return low_and_upcast(
+        seqlens, dims=dims or QWEN3_NEXT, seed=seed, pad=pad, dtype=dtype, normalizer=normalizer
+    )
 
 
 def _run_both(passes, low, upcast, **fields):
