@@ -115,6 +115,8 @@ def launch_config(
       Measured: 16×2048 0.614 against 0.792 ms, 4×8192 0.596 against 0.781 (2×4096, two segments a
       sequence, with the wgmma still serialized: 0.268 against 0.299; V tiles of 64, serialized: 0.939
       and 0.916 on the first two, slower than the Triton pass).
+    - ``gluon_fused`` (``chunk_gluon_fused``: that pass with the intra launch's work inside it) stays off
+      until it is measured on a GPU.
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
