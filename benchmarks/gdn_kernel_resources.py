@@ -1,6 +1,6 @@
 """What our Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_batch,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--defaults] [--sass DIR] [--lines N]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_batch,gluon_fused,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--defaults] [--sass DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
