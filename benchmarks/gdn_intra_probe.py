@@ -14,7 +14,6 @@ tree's launch on the same inputs (the same math should give 0).
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
@@ -24,15 +23,8 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_bench import rel  # noqa: E402
-from benchmarks.gdn_prefill_probe import CASES, calls_ms, make_case  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_intra, chunk_intra_gluon  # noqa: E402
-
-
-def _load(name: str, path: str):
-    spec = importlib.util.spec_from_file_location(f"intra_probe_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def measure(inputs: dict, launch) -> dict:
@@ -73,35 +65,43 @@ def main() -> None:
         if not name or not os.path.isfile(path):
             parser.error(f"--variants: expected NAME=FILE with an existing FILE, got {item!r}")
         try:
-            variants[name] = _load(name, path).launch
+            variants[name] = _load_module(path).launch
         except Exception as err:  # a copy that does not import: say which, without a traceback
             parser.error(f"--variants {item}: {type(err).__name__}: {err}")
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUDA-graph timing)")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     out = open(os.path.join(args.out, "intra_probe.jsonl"), "a") if args.out else None
     for case in args.cases.split(","):
         inputs = make_case(CASES[case])
         base = measure(inputs, chunk_intra_gluon.launch)
         ref = base.pop("outputs")
         for name, launch in [("tree", None), *variants.items()]:
-            row = base if launch is None else measure(inputs, launch)
-            got = row.pop("outputs", ref)
-            row = (
-                dict(case=case, variant=name)
-                | row
-                | dict(
-                    tbeta_max_diff=float(
-                        (got[0].float() - ref[0].float()).nan_to_num(float("inf")).abs().max()
-                    ),
-                    gates_max_diff=float((got[1] - ref[1]).nan_to_num(float("inf")).abs().max()),
-                    o_rel=rel(got[2], ref[2]),
-                    state_rel=rel(got[3], ref[3]),
-                )
-            )
+            try:
+                row = base if launch is None else measure(inputs, launch)
+                row |= _differences(row.pop("outputs", ref), ref)
+            except Exception as err:  # a copy that does not compile or launch is a result too
+                row = dict(error=f"{type(err).__name__}: {err}"[:300])
+            row = dict(case=case, variant=name) | row
             print(json.dumps(row), flush=True)
             if out:
                 out.write(json.dumps(row) + "\n")
                 out.flush()
+
+
+def _differences(got: tuple, ref: tuple) -> dict:
+    """How far a run's (Tβ, gate sums, output, final states) are from this tree's (an unwritten NaN: inf)."""
+
+    def max_diff(x, y):
+        return float((x.float() - y.float()).nan_to_num(float("inf")).abs().max())
+
+    return dict(
+        tbeta_max_diff=max_diff(got[0], ref[0]),
+        gates_max_diff=max_diff(got[1], ref[1]),
+        o_rel=rel(got[2], ref[2]),
+        state_rel=rel(got[3], ref[3]),
+    )
 
 
 if __name__ == "__main__":

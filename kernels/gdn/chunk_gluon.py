@@ -219,17 +219,12 @@ def _load_tile(dst, base, tok0, n_rows, row_stride, COLS: gl.constexpr, layout: 
 
 @gluon.jit
 def _copy_tiles(descs, bufs, bars, buf, row, cols, nbytes: gl.constexpr, pred):
-    """TMA copies of the q / k / v / Tβ tiles of the full chunk at ``row`` into buffer ``buf``,
-    counted on its mbarrier (if ``pred``)."""
-    q_desc, k_desc, v_desc, t_desc = descs
-    q_s, k_s, v_s, t_s = bufs
-    col_qk, col_v, col_t = cols
+    """TMA copies of the tiles of the full chunk at ``row`` (one per descriptor: its column ``cols[i]``,
+    into buffer ``buf`` of ``bufs[i]``), counted on that buffer's mbarrier (if ``pred``)."""
     bar = bars.index(buf)
     mbarrier.expect(bar, nbytes, pred=pred)
-    tma.async_copy_global_to_shared(q_desc, [row, col_qk], bar, q_s.index(buf), pred=pred)
-    tma.async_copy_global_to_shared(k_desc, [row, col_qk], bar, k_s.index(buf), pred=pred)
-    tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(buf), pred=pred)
-    tma.async_copy_global_to_shared(t_desc, [row, col_t], bar, t_s.index(buf), pred=pred)
+    for i in gl.static_range(len(descs)):
+        tma.async_copy_global_to_shared(descs[i], [row, cols[i]], bar, bufs[i].index(buf), pred=pred)
 
 
 @gluon.jit
@@ -307,7 +302,7 @@ def _gdn_gluon_state_kernel(
     # The first full chunk's tiles; each step then asks for the next one's first.
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)
-    cols = (col_qk, col_v, col_t)
+    cols = (col_qk, col_qk, col_v, col_t)
     _copy_tiles(descs, bufs, bars, 0, bos, cols, nbytes, n_full > 0)
 
     gam_of_hv = gates + hv.to(gl.int64) * n_tokens

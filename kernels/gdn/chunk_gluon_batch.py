@@ -108,6 +108,16 @@ def _store_gate_factors(g_s, row, gam, after):
 
 
 @gluon.jit
+def _zero_rows(o, base, end, o_rows, c_tok, HV: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+               acc_c: gl.constexpr):  # fmt: skip
+    """Zeros into the output rows [base, end) of a padding sequence's segment, columns ``o_rows``."""
+    for c in range((end - base + 63) // 64):
+        tok = base + c * 64 + c_tok
+        gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None],
+                 gl.zeros([BV, 64], o.dtype.element_ty, acc_c), mask=(tok < end)[None, :])  # fmt: skip
+
+
+@gluon.jit
 def _output_tile(o_s, out, dt: gl.constexpr):
     """oᵀ [BV, 64] into the [64, BV] output tile ``o_s`` (row = token), for a TMA store or masked rows."""
     o_s.store(gl.permute(out.to(dt), (1, 0)))
@@ -172,10 +182,7 @@ def _gdn_gluon_batch_state_kernel(
     o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
 
     if slot < 0:
-        for c in range((end - base + 63) // 64):
-            tok = base + c * 64 + c_tok
-            gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None],
-                     gl.zeros([BV, 64], o.dtype.element_ty, acc_c), mask=(tok < end)[None, :])  # fmt: skip
+        _zero_rows(o, base, end, o_rows, c_tok, HV, V, BV, acc_c)
         return
 
     dt: gl.constexpr = q_desc.dtype
@@ -200,7 +207,7 @@ def _gdn_gluon_batch_state_kernel(
         state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)
-    cols = (col_qk, col_v, col_t)
+    cols = (col_qk, col_qk, col_v, col_t)
     for i in gl.static_range(STAGES - 1):
         _copy_tiles(descs, bufs, bars, i, base + i * 64, cols, nbytes, i < n_full)
 

@@ -47,7 +47,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW
 from stampgen.kernels.gdn.chunk_config import LaunchConfig
-from stampgen.kernels.gdn.chunk_gluon_batch import _output_tile, _scratch_ptrs, _state_ptrs
+from stampgen.kernels.gdn.chunk_gluon import _copy_tiles
+from stampgen.kernels.gdn.chunk_gluon_batch import _output_tile, _scratch_ptrs, _state_ptrs, _zero_rows
 from stampgen.kernels.gdn.chunk_intra_gluon import _gate_loads, _gate_sums, _tbeta_of_chunk, _to_end
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
@@ -61,18 +62,6 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether this pass applies: bf16 inputs (the worker's Tβ is the Gluon intra launch's, measured for
     bf16 keys), ``tiles_apply(q, k, v)`` and V a multiple of the V tile."""
     return k.dtype == torch.bfloat16 and tiles_apply(q, k, v) and v.shape[2] % BLOCK_V == 0
-
-
-@gluon.jit
-def _copy_qkv(q_desc, k_desc, v_desc, q_s, k_s, v_s, bars, stage, row, col_qk, col_v, pred):
-    """TMA copies of the q / k / v tiles of the chunk at ``row`` into stage ``stage``, counted on its
-    mbarrier (only where ``pred``)."""
-    bar = bars.index(stage)
-    nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes
-    mbarrier.expect(bar, nbytes, pred=pred)
-    tma.async_copy_global_to_shared(q_desc, [row, col_qk], bar, q_s.index(stage), pred=pred)
-    tma.async_copy_global_to_shared(k_desc, [row, col_qk], bar, k_s.index(stage), pred=pred)
-    tma.async_copy_global_to_shared(v_desc, [row, col_v], bar, v_s.index(stage), pred=pred)
 
 
 @gluon.jit
@@ -153,10 +142,7 @@ def _state(
     dt: gl.constexpr = q_desc.dtype
 
     if slot < 0:  # padding: zero output rows, nothing read or written else
-        for c in range((end - base + 63) // 64):
-            tok = base + c * 64 + c_tok
-            gl.store(o + tok.to(gl.int64)[None, :] * (HV * V) + o_rows[:, None],
-                     gl.zeros([BV, 64], o.dtype.element_ty, acc_c), mask=(tok < end)[None, :])  # fmt: skip
+        _zero_rows(o, base, end, o_rows, c_tok, HV, V, BV, acc_c)
 
     j = gl.load(row + 1).to(gl.int32)
     n_segs = gl.load(row + 4).to(gl.int32)
@@ -174,8 +160,12 @@ def _state(
             state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
     else:
         state = gl.zeros([BV, K], gl.float32, acc_s)
+    descs = (q_desc, k_desc, v_desc)
+    bufs = (q_s, k_s, v_s)
+    cols = (col_qk, col_qk, col_v)
+    nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes
     for i in gl.static_range(STAGES - 1):
-        _copy_qkv(q_desc, k_desc, v_desc, q_s, k_s, v_s, bars, i, base + i * 64, col_qk, col_v, i < n_chunks)
+        _copy_tiles(descs, bufs, bars, i, base + i * 64, cols, nbytes, i < n_chunks)
 
     for c in tl.range(0, n_chunks, disable_licm=True):
         stage = c % STAGES
@@ -209,8 +199,7 @@ def _state(
         if c > 0:
             tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((c - 1) % 2))
         ahead = c + STAGES - 1
-        _copy_qkv(q_desc, k_desc, v_desc, q_s, k_s, v_s, bars, ahead % STAGES, base + ahead * 64, col_qk, col_v,
-                  ahead < n_chunks)  # fmt: skip
+        _copy_tiles(descs, bufs, bars, ahead % STAGES, base + ahead * 64, cols, nbytes, ahead < n_chunks)
 
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
         d_op = gl.convert_layout((v_new * g_s.index(3 * buf + 1).load(tok_c)[None, :]).to(dt), a_s)
@@ -224,7 +213,7 @@ def _state(
         state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
         mbarrier.arrive(free.index(buf), count=1)
         # The output rows into their buffer now, not held into the next step (registers: the state
-        # warpgroups have 200): the TMA store that last read it (chunk c − 2) was waited for before this
+        # warpgroups have 192): the TMA store that last read it (chunk c − 2) was waited for before this
         # step's barrier; they leave by TMA after the next step's barrier
         _output_tile(o_s.index(buf), out, dt)
 

@@ -197,7 +197,10 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     warpgroup, from its keys ``k_t`` ([64, K] in shared memory: rows past ``n_rows`` may hold anything
     finite), γ as the pair (hi, lo) and β (rows past ``n_rows`` as 0). The solve's shared operands are
     allocated after K Kᵀ, so they may take the keys' place; the last of them holds Tβ's bf16 rows for
-    a TMA store (``m_s`` is returned with it)."""
+    a TMA store (``m_s`` is returned with it). ``k_bar``: the keys' copy barrier, invalidated right after
+    K Kᵀ by a program of one chunk (the intra launch: there, as before this function was split out, its
+    instructions stay those measured on the GPU, two reordered; invalidated after the solve, ptxas gave 119 registers
+    and another schedule)."""
     acc: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
     )
@@ -207,7 +210,7 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     c = gl.arange(0, 64, layout=cols)
     kk = warpgroup_mma(k_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
     if k_bar is not None:
-        mbarrier.invalidate(k_bar)  # the keys' copy is done with (a program of one chunk)
+        mbarrier.invalidate(k_bar)
 
     # β_i E_ij = 2^(p_i − p_j + log2 β_i), p = γ log2 e as a pair (``chunk_common._log2_pair``); above the
     # diagonal it may overflow to inf, which the select discards, as it does the rows past the sequence

@@ -12,10 +12,18 @@ pass ran, so a fallback to the batch pass cannot pass for it.
 
 import pytest
 import torch
-from gdn_inputs import assert_prefill_replay_matches_eager, clone_inputs, low_and_upcast, rel_rmse
+from gdn_inputs import (
+    assert_padding_left_alone,
+    assert_prefill_replay_matches_eager,
+    clone_inputs,
+    low_and_upcast,
+    rel_rmse,
+)
+
+# the shapes and bounds of the batch pass's tests (SAME_MATH_BOUND: here against the batch pass)
+from test_gdn_chunk_gluon_gpu import BF16_BOUND, FEW_HEADS, QWEN3_NEXT, SAME_MATH_BOUND, GluonSwitch
 
 from stampgen.kernels import gdn
-from stampgen.kernels.gdn import chunk
 
 pytestmark = [
     pytest.mark.gpu,
@@ -25,57 +33,15 @@ pytestmark = [
     ),
 ]
 
-QWEN3_NEXT = dict(H=16, HV=32, K=128, V=128)
-FEW_HEADS = dict(H=2, HV=4, K=128, V=128)
-BF16_BOUND = 5e-3  # against the fp32 reference on the same bf16 values (the fla test standard)
-SAME_MATH_BOUND = 1e-3  # against the batch pass on the same inputs
-
-
-class Passes:
-    """Pins the batch pass (``batch()``) or the fused one (``fused()``) for ``gdn.prefill`` and records
-    which state pass ran and what the Gluon intra launch was asked for."""
-
-    def __init__(self, monkeypatch):
-        from stampgen.kernels.gdn import chunk_gluon_batch, chunk_gluon_fused, chunk_intra_gluon
-
-        self.calls = []  # state passes: "batch", "fused"
-        self.intra_seg_chunks = []  # the Gluon intra launch's ``seg_chunks`` (None: every chunk)
-        self._monkeypatch = monkeypatch
-        for module, name in ((chunk_gluon_batch, "batch"), (chunk_gluon_fused, "fused")):
-            launch = module.launch_state
-
-            def launch_state(*args, _launch=launch, _name=name, **kwargs):
-                self.calls.append(_name)
-                return _launch(*args, **kwargs)
-
-            monkeypatch.setattr(module, "launch_state", launch_state)
-        launch_intra = chunk_intra_gluon.launch
-
-        def counted_intra(*args, **kwargs):
-            self.intra_seg_chunks.append(kwargs.get("seg_chunks"))
-            return launch_intra(*args, **kwargs)
-
-        monkeypatch.setattr(chunk_intra_gluon, "launch", counted_intra)
-        self._default = chunk.launch_config
-
-    def batch(self, **fields):
-        self._pin(gluon_fused=False, **fields)
-
-    def fused(self, **fields):
-        self._pin(gluon_fused=True, **fields)
-
-    def _pin(self, **fields):
-        # the Triton passes with the Gluon intra launch and a Gluon launch 3, at every batch shape
-        pinned = dict(gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True) | fields
-        default = self._default
-        self._monkeypatch.setattr(
-            chunk, "launch_config", lambda *a, **kw: default(*a, **kw)._replace(**pinned)
-        )
-
 
 @pytest.fixture
-def passes(monkeypatch):
-    return Passes(monkeypatch)
+def gluon(monkeypatch):
+    return GluonSwitch(monkeypatch)
+
+
+# The batch pass and the fused one, each after the Gluon intra launch (``GluonSwitch.on``)
+BATCH = dict(intra=True, batch=128)
+FUSED = dict(intra=True, batch=128, gluon_fused=True)
 
 
 def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, normalizer=1.0, **dims):
@@ -84,16 +50,16 @@ def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, normalizer=1.0, **dims):
     )
 
 
-def _run_both(passes, low, upcast, **fields):
+def _run_both(gluon, low, upcast, **fields):
     """(fused output, batch-pass output and inputs after it, reference output and inputs after it); the
     fused run's inputs are ``low`` itself."""
     batch = clone_inputs(low)
-    passes.batch(**fields)
+    gluon.on(**BATCH, **fields)
     o_batch = gdn.prefill(**batch, backend="triton")
-    assert passes.calls == ["batch"], "the batch pass did not run"
-    passes.fused(**fields)
+    assert gluon.calls == ["batch128"], "the batch pass did not run"
+    gluon.on(**FUSED, **fields)
     o = gdn.prefill(**low, backend="triton")
-    assert passes.calls == ["batch", "fused"], "the fused pass did not run"
+    assert gluon.calls == ["batch128", "fused"], "the fused pass did not run"
     o_ref = gdn.prefill(**upcast, backend="torch")
     return o, (o_batch, batch), (o_ref, upcast)
 
@@ -117,55 +83,49 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_fused_pass_matches_the_batch_pass_and_the_reference(passes, case):
+def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case):
     seqlens, pad, dims = CASES[case]
     # weak decay (normalizer 20): a chunk's early rows still matter at its end, as they do in Tβ
     low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad, normalizer=20, **dims)
-    pool_before = low["state_pool"].clone()
-    o, batch_run, reference_run = _run_both(passes, low, upcast)
+    before = clone_inputs(low)
+    o, batch_run, reference_run = _run_both(gluon, low, upcast)
     _assert_matches(o, low, batch_run, reference_run)
     # the fused run's intra launch was asked only for the chunks the segment pass reads
-    assert passes.intra_seg_chunks[-1] is not None and passes.intra_seg_chunks[0] is None
-    slots = low["state_indices"].tolist()
-    cu = low["cu_seqlens"].tolist()
-    for n, slot in enumerate(slots):
-        if slot < 0:
-            assert not o[cu[n] : cu[n + 1]].any(), f"padding sequence {n} got output"
-    for slot in set(range(pool_before.shape[0])) - set(slots):
-        assert torch.equal(low["state_pool"][slot], pool_before[slot]), f"unused pool row {slot} changed"
+    assert gluon.intra_seg_chunks[-1] is not None and gluon.intra_seg_chunks[0] is None
+    assert_padding_left_alone(before, low["state_pool"], o)
 
 
-def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(passes):
+def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(gluon):
     # Four chunks a segment: the segment pass reads Tβ and the gate sums of every segment but a
     # sequence's last, which the intra launch still writes; the fused pass makes its own for the
     # chunks it runs and takes the segments' initial states from the segment and carry launches.
     seqlens = [700, 300, 1, 520, 64]
     low, upcast = _inputs(seqlens, seed=5, pad=1, **FEW_HEADS)
-    o, batch_run, reference_run = _run_both(passes, low, upcast, seg_chunks=4)
+    o, batch_run, reference_run = _run_both(gluon, low, upcast, seg_chunks=4)
     _assert_matches(o, low, batch_run, reference_run)
-    assert passes.intra_seg_chunks == [None, 4]
+    assert gluon.intra_seg_chunks == [None, 4]
 
 
 @pytest.mark.parametrize("normalizer", [1, 100], ids=["strong-decay", "weak-decay"])
-def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(passes, normalizer):
+def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(gluon, normalizer):
     # many chunks a program: the two slots of Tβ / P cycled hundreds of times
     low, upcast = _inputs([8192, 3000, 2048], seed=normalizer, normalizer=normalizer, **FEW_HEADS)
-    o, batch_run, reference_run = _run_both(passes, low, upcast)
+    o, batch_run, reference_run = _run_both(gluon, low, upcast)
     _assert_matches(o, low, batch_run, reference_run)
 
 
-def test_fused_pass_is_captured_and_replayed_in_a_cuda_graph(passes):
+def test_fused_pass_is_captured_and_replayed_in_a_cuda_graph(gluon):
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
-    passes.fused()
+    gluon.on(**FUSED)
     assert_prefill_replay_matches_eager(low, fresh)
-    assert set(passes.calls) == {"fused"}, "the fused pass did not run"
+    assert set(gluon.calls) == {"fused"}, "the fused pass did not run"
 
 
-def test_fp16_inputs_keep_the_batch_pass(passes):
+def test_fp16_inputs_keep_the_batch_pass(gluon):
     # the worker's Tβ is the Gluon intra launch's, which is for bf16 keys
     low, upcast = _inputs([100, 37, 64], seed=3, dtype=torch.float16, **FEW_HEADS)
-    passes.fused()
+    gluon.on(**FUSED)
     o = gdn.prefill(**low, backend="triton")
-    assert passes.calls == ["batch"]
+    assert gluon.calls == ["batch128"]
     assert rel_rmse(o, gdn.prefill(**upcast, backend="torch")) <= BF16_BOUND

@@ -37,11 +37,14 @@ class GluonSwitch:
     """Turns a Gluon state pass on for ``gdn.prefill`` (``on()``) and counts its launches."""
 
     def __init__(self, monkeypatch):
-        from stampgen.kernels.gdn import chunk_gluon, chunk_gluon_batch, chunk_intra_gluon
+        from stampgen.kernels.gdn import chunk_gluon, chunk_gluon_batch, chunk_gluon_fused, chunk_intra_gluon
 
-        self.calls = []  # state passes: "gluon" (chunk_gluon), "batch64" / "batch128" (chunk_gluon_batch)
+        # state passes: "gluon" (chunk_gluon), "batch64" / "batch128" (chunk_gluon_batch), "fused"
+        # (chunk_gluon_fused)
+        self.calls = []
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
         self.gluon_intra = []  # Gluon intra launches (``gluon_intra``)
+        self.intra_seg_chunks = []  # their ``seg_chunks`` (None: every chunk; else the segment pass's)
         self._monkeypatch = monkeypatch
         launch_intra = chunk_intra_gluon.launch
 
@@ -58,10 +61,12 @@ class GluonSwitch:
 
         def counted_intra(*args, **kwargs):
             self.gluon_intra.append(args[0].shape)
+            self.intra_seg_chunks.append(kwargs.get("seg_chunks"))
             return launch_intra(*args, **kwargs)
 
         counted(chunk_gluon, "gluon")
         counted(chunk_gluon_batch, "batch")
+        counted(chunk_gluon_fused, "fused")
         monkeypatch.setattr(chunk_intra_gluon, "launch", counted_intra)
         self._default = chunk.launch_config
         # the Triton passes until on()
