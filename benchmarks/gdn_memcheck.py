@@ -1,12 +1,13 @@
 """Small cases of every GDN, KDA and lightning kernel, to run under `compute-sanitizer --tool memcheck` on a GPU.
 
-    compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py [--op gdn|kda|lightning|all]
+    compute-sanitizer --tool memcheck --error-exitcode 9 python3 benchmarks/gdn_memcheck.py [--op gdn|kda|lightning|all] [--rows A,B]
 
 Covers our Triton prefill / decode / verify (on sm_90 the prefill's intra launch is the Gluon one;
 ``triton-intra``: the Triton one), the prefill with the Gluon state pass (``triton+gluon``, on sm_90;
 ``-pdl``: the state pass launched as the intra launch's programmatic dependent), the Triton passes'
 state pass in Triton or in Gluon (``chunk_gluon_batch``, the default for batches on sm_90) and the FlashInfer
-adapters (when flashinfer imports), with
+adapters (when flashinfer imports), one long sequence in windows (``gluon-windows``: the next
+window's intra launch on a second stream beside the state pass), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. KDA and lightning (``--op``) run the same shapes through their
@@ -51,6 +52,8 @@ CONFIG_ROWS = {
     "gluon-fused": dict(
         gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True, gluon_fused=True
     ),
+    # one sequence in windows of two chunks and more (one window where the call has several sequences)
+    "gluon-windows": dict(gluon_state=True, gluon_pdl=False, gluon_intra=True, gluon_window_first=2),
 }
 
 
@@ -68,6 +71,7 @@ CASES = [
     ("prefill", dict(N=3, H=2, HV=4, K=64, V=64, seqlens=[64, 1, 600]), {}),  # 600: split in 3 segments
     ("prefill", dict(N=4, H=16, HV=32, K=128, V=128, seqlens=[0, 65, 130, 7], pad=1), {}),
     ("prefill", dict(N=3, H=16, HV=32, K=128, V=128, seqlens=[0, 700, 7]), {}),  # 700: 3 segments
+    ("prefill", dict(N=1, H=2, HV=4, K=128, V=128, seqlens=[1000]), {}),  # one sequence: windows
     ("decode", dict(N=5, H=2, HV=4, K=64, V=64, pad=2), {}),
     ("decode", dict(N=8, H=16, HV=32, K=128, V=128, pad=1), {}),
     ("verify", dict(N=3, H=2, HV=4, K=64, V=64, D=4, pad=1), {}),
@@ -83,10 +87,13 @@ def _check(label: str, out, ref) -> bool:
     return ok
 
 
-def run_gdn() -> int:
+def run_gdn(rows: list[str] | None = None) -> int:
+    """Every GDN case on every backend and row (``rows``: only those)."""
     backends = ["triton"] + (["flashinfer"] if "flashinfer" in gdn.available_backends() else [])
     if torch.cuda.get_device_capability() == (9, 0):
         backends += list(CONFIG_ROWS)
+    if rows is not None:
+        backends = [b for b in backends if b in rows]
     failures = 0
     for phase, shapes, _ in CASES:
         inputs = make_inputs(phase, dtype=torch.bfloat16, device="cuda", seed=7, **shapes)
@@ -155,12 +162,23 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--op", choices=["gdn", "kda", "lightning", "all"], default="gdn")
+    parser.add_argument(
+        "--rows", help="GDN only: comma-separated backends and rows to run (default: all), e.g. gluon-windows"
+    )
     args = parser.parse_args(argv)
+    rows = args.rows.split(",") if args.rows else None
+    unknown = sorted(set(rows or []) - {"triton", "flashinfer", *CONFIG_ROWS})
+    if unknown:
+        parser.error(
+            f"unknown row(s) {', '.join(unknown)}; choose from triton, flashinfer, {', '.join(CONFIG_ROWS)}"
+        )
+    if rows is not None and args.op != "gdn":
+        parser.error("--rows applies to --op gdn")
     if not torch.cuda.is_available():
         print("gdn_memcheck.py needs a CUDA GPU", file=sys.stderr)
         return 2
     ops = ["gdn", *GATED_OPS] if args.op == "all" else [args.op]
-    failures = sum(run_gdn() if op == "gdn" else run_gated(op) for op in ops)
+    failures = sum(run_gdn(rows) if op == "gdn" else run_gated(op) for op in ops)
     print("memcheck cases done", "with failures" if failures else "clean")
     return 1 if failures else 0
 

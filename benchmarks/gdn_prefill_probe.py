@@ -248,7 +248,9 @@ def main() -> None:
         T = sum(seqlens)
         inputs = make_case(seqlens)
         pool0 = inputs["state_pool"].clone()
-        # Every configuration's output is checked against the fp32-input run (IEEE fp32 dots).
+        # Every configuration's output is checked against the fp32-input run (IEEE fp32 dots). Said on
+        # stderr: on a fresh machine its kernels' first compiles take a minute or two before any row.
+        print(f"{name}: the fp32-input run", file=sys.stderr, flush=True)
         fp32 = {**inputs, **{n: inputs[n].float() for n in ("q", "k", "v")}, "state_pool": pool0.clone()}
         o_fp32 = chunk.prefill(**fp32)
         del fp32

@@ -65,10 +65,22 @@ class LaunchConfig(NamedTuple):
     gluon_batch_stages: int = 3
     # Where ``gluon_batch`` applies with bf16 inputs: ``chunk_gluon_fused``'s state pass in its place,
     # the intra launch's Tβ, gate sums and P made inside it by a worker warpgroup (the intra launch then
-    # writes only what the segment pass reads); its TMA stages are ``gluon_batch_stages``. Off: not yet
-    # measured on a GPU.
+    # writes only what the segment pass reads); its TMA stages are ``gluon_batch_stages``. Off: slower
+    # than the separate intra launch (``launch_config``).
     gluon_fused: bool = False
+    # With ``gluon_state`` and one sequence: the tokens cut into windows (whole chunks) that the state
+    # pass runs one after another, the pool row carrying the state between them, while the intra launch
+    # of the next window runs on a second stream beside it, so that only the first window's intra
+    # launch is not hidden. The first window's chunks (0: one window, nothing overlapped) and how much
+    # longer each next window is (the intra launch of a window must end before the state pass of the
+    # one before it does). No PDL between them (``gluon_pdl`` is for the unwindowed call).
+    gluon_window_first: int = 0
+    gluon_window_growth: float = 1.5
 
+
+# One sequence this long (tokens) on the Gluon state pass goes window by window (``launch_config``): the
+# shortest measured to gain (16k; 4k, where the target is met, unmeasured).
+WINDOWED_TOKENS = 16384
 
 # Triton state-pass programs (V tiles of 64) one SM holds (registers: 255 per thread). chunk_gluon_batch
 # holds one of twice the tile, so the segments that fill the GPU are the same count.
@@ -115,8 +127,15 @@ def launch_config(
       Measured: 16×2048 0.614 against 0.792 ms, 4×8192 0.596 against 0.781 (2×4096, two segments a
       sequence, with the wgmma still serialized: 0.268 against 0.299; V tiles of 64, serialized: 0.939
       and 0.916 on the first two, slower than the Triton pass).
-    - ``gluon_fused`` (``chunk_gluon_fused``: that pass with the intra launch's work inside it) stays off
-      until it is measured on a GPU.
+    - One sequence of at least ``WINDOWED_TOKENS`` on the Gluon state pass goes window by window
+      (``gluon_window_first`` 16 chunks, each next window 1.5× longer), the next window's intra launch
+      beside the state pass on a second stream: 0.436 against 0.462 ms at 16k tokens, 1.720 against
+      1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752). Far less than
+      the intra launch's 0.110 / 0.433 ms: its programs share the state pass's SMs (128 state programs,
+      one an SM, leave room for two of its) and slow the state's chain.
+    - ``gluon_fused`` (``chunk_gluon_fused``: that pass with the intra launch's work inside it) off:
+      16×2048 0.743 against 0.625 ms, 4×8192 0.718 against 0.604. Its one worker warpgroup makes a
+      chunk's Tβ and P in ~5.6 µs, where the state warpgroups' step needs ~2.4.
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
@@ -128,7 +147,9 @@ def launch_config(
     from stampgen.kernels.gdn import chunk_gluon  # imported here: where Gluon applies
 
     gluon = chunk_gluon.programs(num_v_heads, v_dim, num_seqs) < _SM_COUNT_HINT
+    windowed = gluon and num_seqs == 1 and num_tokens >= WINDOWED_TOKENS
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
         gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_batch=not gluon,
+        gluon_window_first=16 if windowed else 0,
     )  # fmt: skip

@@ -27,7 +27,14 @@ Segments, their schedule and their initial states are the Triton passes' (``chun
 ``chunk_gluon_batch``; the intra launch before this pass runs only for the chunks the segment pass
 reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``: no sequence's last segment).
 
-NOT yet run on a GPU: ``LaunchConfig.gluon_fused`` is off by default until measured.
+Measured on the H200 (benchmarks/RESULTS.md, "The fused pass measured"): right (bit for bit the batch
+pass's output on the probe's inputs) but slower, so ``LaunchConfig.gluon_fused`` is off — 16×2048 0.743
+against 0.625 ms, the pass alone 0.722 against the batch pass's 0.400 with the full intra launch's 0.226
+before it. The worker is the chain: with it idle the state warpgroups run the pass in 0.313 ms (a
+step ~2.4 µs); its Tβ alone takes 0.562, P and the factors alone 0.345, both 0.722 (~5.6 µs a chunk,
+one warpgroup's latency). Two workers taking alternate chunks do not fit: at 104 registers each the
+state warpgroups get 152 and ptxas serializes every wgmma of the kernel (C7512). The pass wins only
+with a worker that makes Tβ and P in less than a state step.
 """
 
 from __future__ import annotations

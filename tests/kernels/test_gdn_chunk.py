@@ -407,3 +407,37 @@ def test_tma_takes_only_views_whose_base_and_row_pitch_are_16_byte_aligned():
     assert chunk.tma_addressable(rows)
     assert not chunk.tma_addressable(rows[:, 1:])  # base 2 bytes in
     assert not chunk.tma_addressable(torch.zeros(8, 60, dtype=torch.bfloat16)[:, :56])  # pitch 120 bytes
+
+
+@pytest.mark.parametrize("first,growth", [(4, 1.5), (16, 1.5), (8, 2.0), (1, 1.0)])
+def test_windows_tile_one_sequence_in_whole_chunks_each_no_shorter_than_half_the_last(first, growth):
+    config = chunk.LaunchConfig(64, 4, 2, 4, 8, gluon_window_first=first, gluon_window_growth=growth)
+    for num_tokens in [1, 63, 64, 65, 64 * first, 64 * first + 1, 4096, 16384 + 17, 65536]:
+        bounds = chunk.windows(num_tokens, 1, config)
+        assert bounds[0][0] == 0 and bounds[-1][1] == num_tokens
+        assert all(b == a2 for (_, b), (a2, _) in zip(bounds, bounds[1:])), "windows not contiguous"
+        assert all(b % chunk.CHUNK == 0 for _, b in bounds[:-1]), "a window ends inside a chunk"
+        sizes = [-(-(b - a) // chunk.CHUNK) for a, b in bounds]
+        if len(bounds) > 1:
+            assert sizes[0] == first
+            assert all(later * 2 >= earlier for earlier, later in zip(sizes, sizes[1:]))
+        else:  # the first window is the whole sequence, or what is left after it joined it
+            assert 2 * sizes[0] < 3 * first
+
+
+def test_windows_are_one_unless_asked_for_and_the_call_is_one_sequence():
+    asked = chunk.LaunchConfig(64, 4, 2, 4, 8, gluon_window_first=4)
+    assert chunk.windows(65536, 1, chunk.LaunchConfig(64, 4, 2, 4, 8)) == [(0, 65536)]
+    assert chunk.windows(65536, 2, asked) == [(0, 65536)]
+    assert len(chunk.windows(65536, 1, asked)) > 1
+
+
+@pytest.mark.parametrize(
+    "seqlens,windowed",
+    [([16384], True), ([65536], True), ([16383], False), ([4096], False), ([8192] * 2, False)],
+)
+def test_the_gpu_default_windows_one_long_sequence_on_the_gluon_state_pass(seqlens, windowed):
+    cfg = chunk.launch_config(sum(seqlens), len(seqlens), 32, 128, interpret=False)
+    bounds = chunk.windows(sum(seqlens), len(seqlens), cfg)
+    assert (len(bounds) > 1) == windowed
+    assert not windowed or cfg.gluon_state, "windows are the Gluon state pass's"
