@@ -19,7 +19,10 @@ mattered). Runs on any device, in float64. What each switch models:
   ``"fp16"`` (operands and N rounded to fp16: the kernels' solve since the fix, for either 16-bit
   input), ``"bf16"`` (the same in bf16: bf16 inputs before it), ``"tf32"`` (fp16 inputs before it),
   ``"fp32"``, ``"exact"``; ``"bf16-pair"`` / ``"fp16-pair"``: A's off-diagonal blocks as a pair
-  hi + lo in N = D^{-1}(A − blocks) (one more dot; not in the kernels);
+  hi + lo in N = D^{-1}(A − blocks) (one more dot; not in the kernels); ``"fp16-blocks"``: instead of
+  that series, the inverse merged from D^{-1}'s blocks 16 → 32 → 64, each off-diagonal block
+  ``−L_hi (A_hl L_lo)`` on fp16 operands (A_hl L_lo rounded to fp16 in between): three dependent levels
+  of small products that a warpgroup can keep in registers (not in the kernels);
 - ``tbeta_16``: Tβ stored in the input dtype; ``state_operand_16``: the state rounded to the input dtype
   as the dots' operand; ``residual_16``: V − exp(γ)⊙(K S) rounded before Tβ(·); ``v_new_16``: v_new and
   exp(γ_C − γ)⊙v_new rounded for their dots; ``p_16``: P rounded;
@@ -153,7 +156,9 @@ def tbeta(
     a = round_to(torch.where(low, kk * beta[..., :, None] * decay, 0.0), torch.float32)
     d_inv = diag_inverse(a, roundings.diag, roundings.diag_form)
     off = a - _blocks(a)
-    if roundings.merge.split("-")[0] in ("bf16", "fp16"):
+    if roundings.merge == "fp16-blocks":
+        t = _merge_blocks(d_inv, off, torch.float16)
+    elif roundings.merge.split("-")[0] in ("bf16", "fp16"):
         half = torch.bfloat16 if roundings.merge.startswith("bf16") else torch.float16
         d_lo = round_to(d_inv, half)
         if roundings.merge.endswith("-pair"):
@@ -172,6 +177,22 @@ def tbeta(
     if roundings.beta_in_t:
         t = round_to(t * beta[..., None, :], torch.float32)
     return round_to(t, dtype) if roundings.tbeta_16 else t
+
+
+def _merge_blocks(d_inv: torch.Tensor, off: torch.Tensor, half: torch.dtype) -> torch.Tensor:
+    """(I + A)^{-1} from the inverses of its 16×16 diagonal blocks (``d_inv``) and its off-diagonal part
+    ``off``: at each level the inverse of a [lo, hi] pair of diagonal blocks gets the lower-left block
+    −L_hi (A_hl L_lo), on ``half`` operands with fp32 sums, A_hl L_lo rounded to ``half`` between."""
+    t = d_inv.clone()
+    for size in (16, 32):
+        for start in range(0, CHUNK, 2 * size):
+            lo, hi = slice(start, start + size), slice(start + size, start + 2 * size)
+            a_l = round_to(
+                round_to(round_to(off[..., hi, lo], half) @ round_to(t[..., lo, lo], half), torch.float32),
+                half,
+            )
+            t[..., hi, lo] = -round_to(round_to(t[..., hi, hi], half) @ a_l, torch.float32)
+    return t
 
 
 def exact_tbeta(k: torch.Tensor, gam: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:

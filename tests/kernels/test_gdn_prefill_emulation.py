@@ -129,3 +129,36 @@ def test_the_intra_launch_computes_the_refined_inverse_and_fp16_solve_on_correla
         assert rel_rmse(tbeta[:T, hv], emulated) <= 0.3 * floor
         assert rel_rmse(tbeta[:T, hv], exact) <= 3 * floor
         assert not tbeta[T - 59 : T, hv, 59:].any(), "columns past the partial chunk's end"
+
+
+def test_merged_from_its_diagonal_blocks_the_inverse_is_the_inverse():
+    # 16 -> 32 -> 64: each level's lower-left block -L_hi (A_hl L_lo) from the level below; with
+    # float64 operands only the fp32 sums round
+    from gdn_emulation import _merge_blocks
+
+    a = _correlated_blocks("model")
+    exact = torch.linalg.inv(torch.eye(64, dtype=torch.float64) + a)
+    merged = _merge_blocks(diag_inverse(a, "exact"), a - _blocks_of(a), torch.float64)
+    assert rel(merged, exact) <= 1e-6
+
+
+def _blocks_of(a: torch.Tensor) -> torch.Tensor:
+    block = torch.arange(64) // 16
+    return torch.where(block[:, None] == block[None, :], a, 0.0)
+
+
+def test_the_inverse_merged_from_its_blocks_keeps_the_kernels_precision(family):
+    # A solve of three dependent levels of small products (a warpgroup can keep them in registers) in
+    # place of the four dependent 64x64 products of the series: the same error on fp16 operands
+    dtype = family[3]
+    series = kernel_roundings(dtype, gluon_intra=True)
+    blocks = dataclasses.replace(series, merge="fp16-blocks")
+    inputs = family[0]
+    k = inputs["k"][:64, 0].double()
+    gam = torch.cumsum(inputs["g"][:64, 0].double(), 0)
+    beta = inputs["beta"][:64, 0].double()
+    assert not torch.equal(
+        emulated_tbeta(k, gam, beta, blocks, dtype), emulated_tbeta(k, gam, beta, series, dtype)
+    )
+    for merged, current in zip(_errors(family, blocks), _errors(family, series)):
+        assert merged <= 1.05 * current
