@@ -17,3 +17,12 @@ def poisoned_empty(monkeypatch: pytest.MonkeyPatch) -> None:
         return t.fill_(float("nan")) if t.is_floating_point() else t
 
     monkeypatch.setattr(torch, "empty", empty)
+
+
+@pytest.fixture
+def gluon(monkeypatch: pytest.MonkeyPatch):
+    """A ``gluon_switch.GluonSwitch``: the Gluon launch paths of ``gdn.prefill`` switched for this test
+    (the Triton passes until ``on()``), each launch counted."""
+    from gluon_switch import GluonSwitch  # imported here: only the Gluon GPU tests use it
+
+    return GluonSwitch(monkeypatch)

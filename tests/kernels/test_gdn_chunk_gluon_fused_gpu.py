@@ -21,7 +21,7 @@ from gdn_inputs import (
 )
 
 # the shapes and bounds of the batch pass's tests (SAME_MATH_BOUND: here against the batch pass)
-from test_gdn_chunk_gluon_gpu import BF16_BOUND, FEW_HEADS, QWEN3_NEXT, SAME_MATH_BOUND, GluonSwitch
+from test_gdn_chunk_gluon_gpu import BF16_BOUND, FEW_HEADS, QWEN3_NEXT, SAME_MATH_BOUND
 
 from stampgen.kernels import gdn
 
@@ -32,11 +32,6 @@ pytestmark = [
         reason="the fused state pass is written for sm_90 (H100 / H200)",
     ),
 ]
-
-
-@pytest.fixture
-def gluon(monkeypatch):
-    return GluonSwitch(monkeypatch)
 
 
 # The batch pass and the fused one, each after the Gluon intra launch (``GluonSwitch.on``)

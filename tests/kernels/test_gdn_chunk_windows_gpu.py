@@ -8,7 +8,7 @@ ended, shows as a difference."""
 import pytest
 import torch
 from gdn_inputs import assert_padding_left_alone, assert_prefill_replay_matches_eager, clone_inputs
-from test_gdn_chunk_gluon_gpu import FEW_HEADS, QWEN3_NEXT, GluonSwitch, _inputs
+from test_gdn_chunk_gluon_gpu import FEW_HEADS, QWEN3_NEXT, _inputs
 
 from stampgen.kernels import gdn
 from stampgen.kernels.gdn import chunk
@@ -20,11 +20,6 @@ pytestmark = [
         reason="the Gluon state pass is written for sm_90 (H100 / H200)",
     ),
 ]
-
-
-@pytest.fixture
-def gluon(monkeypatch):
-    return GluonSwitch(monkeypatch)
 
 
 def _windowed_and_whole(gluon, low, first, growth=1.5):
