@@ -84,10 +84,10 @@ and state passes read that answer from a table the intra launch writes
 (``chunk_common._write_schedule``): made in their own prologue, its values sat in per-thread registers
 through the chunk loop (resources tool: 12% of the state pass's chunk step and half its spills).
 
-Behind ``LaunchConfig.gluon_fused`` (off: measured slower, ``chunk_gluon_fused``), ``chunk_gluon_fused`` replaces
-``chunk_gluon_batch`` for bf16 inputs with the intra launch's work inside it (a worker warpgroup makes
-each chunk's Tβ, P and gate factors in shared memory); the intra launch before it then writes only the
-chunks the segment pass reads (``_launch_intra(non_last=True)``).
+Behind ``LaunchConfig.gluon_fused`` (off: measured slower, its module docstring says why),
+``chunk_gluon_fused`` replaces ``chunk_gluon_batch`` for bf16 inputs with the intra launch's work inside
+it (a worker warpgroup makes each chunk's Tβ, P and gate factors in shared memory); the intra launch
+before it then writes only the chunks the segment pass reads (``_launch_intra(non_last=True)``).
 
 The modules, each with one job, import one way (nothing imports this one back:
 ``tests/kernels/test_gdn_module_graph.py``):
