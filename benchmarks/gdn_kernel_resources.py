@@ -10,9 +10,10 @@ memory per program, how many programs fit on one H200 SM and what limits them (t
 Qwen3-Next shapes; ``lightning_*``: the lightning prefill's passes at MiniMax's, H = HV = 64), whether
 ptxas kept the warpgroup MMAs asynchronous (``wgmma``: ``serial`` where it waits for each before the
 next), the counts of warpgroup MMAs (HGMMA), local-memory accesses (spills) and barriers in the SASS,
-the instructions of its longest loop (a pass's chunk step: what one step issues per warp) and of the
-whole kernel (``instr``: what a program of a kernel without a loop, as the intra launches, issues per
-warp). ``--defaults`` keeps each kernel's default row only. ``--lines N`` also lists the N source
+the instructions of its longest loop (a pass's chunk step: what one step issues per warp; a
+warp-specialized kernel's loops, one a partition, on a line below) and of the whole kernel
+(``instr``: what a program of a kernel without a loop, as the intra launches, issues per warp).
+``--defaults`` keeps each kernel's default row only. ``--lines N`` also lists the N source
 lines with the most instructions in that loop (or in the whole kernel if it has none), read from the
 line table Triton leaves in the binary: where a step's instructions come from.
 
@@ -413,16 +414,23 @@ def _listing(cubin: Path) -> list[tuple[int, str, tuple[str, int] | None]]:
     ]
 
 
-def _longest_loop(listing):
-    """The instructions of the longest loop (from a backward branch's target to the branch), or [].
-    A span with an ``EXIT`` in it is no loop: ptxas places the retry of a TMA barrier wait after the
-    kernel's end, and its branch back into the body would otherwise pass for the longest loop."""
+def _loops(listing) -> list[tuple[int, int]]:
+    """The loops' spans (a backward branch's target, the branch), outermost only, longest first. A span
+    with an ``EXIT`` in it is no loop: ptxas places the retry of a TMA barrier wait after the kernel's
+    end, and its branch back into the body would otherwise pass for the longest loop."""
     exits = [a for a, op, _ in listing if op == "EXIT"]
     branches = [(int(op.split("@")[1]), a) for a, op, _ in listing if "@" in op]
-    loops = [(lo, hi) for lo, hi in branches if 0 <= lo < hi and not any(lo <= e <= hi for e in exits)]
+    spans = {(lo, hi) for lo, hi in branches if 0 <= lo < hi and not any(lo <= e <= hi for e in exits)}
+    outer = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
+    return sorted(outer, key=lambda span: span[0] - span[1])
+
+
+def _longest_loop(listing):
+    """The instructions of the longest loop (``_loops``), or []."""
+    loops = _loops(listing)
     if not loops:
         return []
-    lo, hi = max(loops, key=lambda span: span[1] - span[0])
+    lo, hi = loops[0]
     return [row for row in listing if lo <= row[0] <= hi]
 
 
@@ -546,6 +554,13 @@ def main() -> None:
                 f"{fit:6d}  {limit:13s} {wgmma:6s} {mma:5d} {local:7d} {bars:4d} {len(loop) or '-':>5} {len(listing):5d}  {_sass_hash(sass)}",
                 flush=True,
             )
+            # A warp-specialized kernel (``gl.warp_specialize``) has a loop per partition: each one's step
+            sizes = [sum(lo <= a <= hi for a, _, _ in listing) for lo, hi in _loops(listing)]
+            sizes = [n for n in sizes if n * 10 >= len(listing)]
+            if len(sizes) > 1:
+                print(
+                    f"    loops of a tenth of the kernel or more (one a partition where warp-specialized): {sizes}"
+                )
             if args.lines:
                 # a loop of a tenth of the kernel (a binary search before the work) says little
                 in_loop = len(loop) * 10 >= len(listing)
