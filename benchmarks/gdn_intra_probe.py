@@ -68,12 +68,22 @@ def main() -> None:
             variants[name] = _load_module(path).launch
         except Exception as err:  # a copy that does not import: say which, without a traceback
             parser.error(f"--variants {item}: {type(err).__name__}: {err}")
-    if not torch.cuda.is_available():
-        parser.error("needs a CUDA GPU (CUDA-graph timing)")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
+        parser.error("needs an sm_90 GPU (H100 / H200): the Gluon intra launch is written for it")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     out = open(os.path.join(args.out, "intra_probe.jsonl"), "a") if args.out else None
-    for case in args.cases.split(","):
+    try:
+        _run_cases(args.cases.split(","), variants, out)
+    finally:
+        if out:
+            out.close()
+
+
+def _run_cases(cases: list[str], variants: dict, out) -> None:
+    """Each case with the tree's launch, then with each variant; a row a variant, printed and appended
+    to ``out`` (if any) as it is measured."""
+    for case in cases:
         inputs = make_case(CASES[case])
         base = measure(inputs, chunk_intra_gluon.launch)
         ref = base.pop("outputs")

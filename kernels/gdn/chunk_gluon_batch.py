@@ -118,6 +118,20 @@ def _zero_rows(o, base, end, o_rows, c_tok, HV: gl.constexpr, V: gl.constexpr, B
 
 
 @gluon.jit
+def _store_last_and_refill(
+    o_desc, o_s, descs, bufs, bars, c, tok0, col_v, base, cols, nbytes: gl.constexpr, n_chunks,
+    STAGES: gl.constexpr,
+):  # fmt: skip
+    """Right after a step's barrier: the previous chunk's output rows out by TMA (written into their
+    buffer before the barrier) and the tiles of the chunk ``STAGES − 1`` ahead in, into the buffer the
+    previous step read."""
+    if c > 0:
+        tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((c - 1) % 2))
+    ahead = c + STAGES - 1
+    _copy_tiles(descs, bufs, bars, ahead % STAGES, base + ahead * 64, cols, nbytes, ahead < n_chunks)
+
+
+@gluon.jit
 def _output_tile(o_s, out, dt: gl.constexpr):
     """oᵀ [BV, 64] into the [64, BV] output tile ``o_s`` (row = token), for a TMA store or masked rows."""
     o_s.store(gl.permute(out.to(dt), (1, 0)))
@@ -267,10 +281,9 @@ def _gdn_gluon_batch_state_kernel(
         # The step's one barrier: P, the output rows and the next gate sums written; every thread past
         # its waits for the products of step c − 1, the last readers of the buffers written next
         gl.thread_barrier()
-        if c > 0:
-            tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((c - 1) % 2))
-        ahead = c + STAGES - 1
-        _copy_tiles(descs, bufs, bars, ahead % STAGES, base + ahead * 64, cols, nbytes, ahead < n_full)
+        _store_last_and_refill(
+            o_desc, o_s, descs, bufs, bars, c, tok0, col_v, base, cols, nbytes, n_full, STAGES
+        )
 
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
         to_end = g_s.index(now + 2).load(tok_c)

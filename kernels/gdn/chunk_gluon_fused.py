@@ -55,7 +55,13 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW
 from stampgen.kernels.gdn.chunk_config import LaunchConfig
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles
-from stampgen.kernels.gdn.chunk_gluon_batch import _output_tile, _scratch_ptrs, _state_ptrs, _zero_rows
+from stampgen.kernels.gdn.chunk_gluon_batch import (
+    _output_tile,
+    _scratch_ptrs,
+    _state_ptrs,
+    _store_last_and_refill,
+    _zero_rows,
+)
 from stampgen.kernels.gdn.chunk_intra_gluon import _gate_loads, _gate_sums, _tbeta_of_chunk, _to_end
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
@@ -203,10 +209,9 @@ def _state(
         # The step's one barrier: the output rows written; every thread past its waits for the products
         # of step c − 1, the last readers of the buffers written next
         gl.thread_barrier()
-        if c > 0:
-            tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((c - 1) % 2))
-        ahead = c + STAGES - 1
-        _copy_tiles(descs, bufs, bars, ahead % STAGES, base + ahead * 64, cols, nbytes, ahead < n_chunks)
+        _store_last_and_refill(
+            o_desc, o_s, descs, bufs, bars, c, tok0, col_v, base, cols, nbytes, n_chunks, STAGES
+        )
 
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
         d_op = gl.convert_layout((v_new * g_s.index(3 * buf + 1).load(tok_c)[None, :]).to(dt), a_s)

@@ -120,6 +120,12 @@ def low_and_upcast(
         "prefill", N=len(seqlens), seqlens=seqlens, **dims, device=device, seed=seed, pad=pad,
         normalizer=normalizer,
     )  # fmt: skip
+    return rounded(fp32, dtype)
+
+
+def rounded(fp32: dict, dtype: torch.dtype = torch.bfloat16) -> tuple[dict, dict]:
+    """(``fp32``'s inputs with q, k, v rounded to ``dtype``, the same rounded values upcast to fp32 for
+    the reference); each a copy of its own."""
     low, upcast = clone_inputs(fp32), clone_inputs(fp32)
     for name in ("q", "k", "v"):
         low[name] = fp32[name].to(dtype)

@@ -273,7 +273,7 @@ def test_a_batch_takes_the_gluon_batch_state_pass_only_where_it_applies(monkeypa
 
 
 def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
-    # ``gluon_fused`` (off by default until measured) with the batch pass and the Gluon intra launch;
+    # ``gluon_fused`` (off by default: measured slower) with the batch pass and the Gluon intra launch;
     # and then the intra launch writes only what the segment pass reads (its ``seg_chunks``)
     from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra, chunk_intra_gluon
 

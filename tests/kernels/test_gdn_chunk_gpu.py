@@ -7,7 +7,7 @@ a looser check against the fp32 values the bf16 inputs were rounded from adds th
 
 import pytest
 import torch
-from gdn_inputs import assert_prefill_replay_matches_eager, clone_inputs, make_inputs, rel_rmse
+from gdn_inputs import assert_prefill_replay_matches_eager, make_inputs, rel_rmse, rounded
 
 from stampgen.kernels import gdn
 from stampgen.kernels.gdn import chunk
@@ -24,12 +24,7 @@ def _bf16_and_reference_inputs(seqlens, seed, pad=0):
     fp32 = make_inputs(
         "prefill", N=len(seqlens), seqlens=seqlens, **QWEN3_NEXT, device="cuda", seed=seed, pad=pad
     )
-    bf16 = clone_inputs(fp32)
-    upcast = clone_inputs(fp32)
-    for name in ("q", "k", "v"):
-        bf16[name] = fp32[name].to(torch.bfloat16)
-        upcast[name] = bf16[name].float()
-    return bf16, upcast, fp32
+    return (*rounded(fp32), fp32)
 
 
 @pytest.mark.parametrize("seqlens", [[100, 156, 64, 1], [4096]], ids=["varlen", "T4096"])
@@ -52,10 +47,7 @@ def test_bf16_prefill_matches_the_fp32_reference_at_qwen3_next_shapes(seqlens):
 def test_bf16_prefill_matches_the_reference_at_other_head_dims(K, V):
     # Each (K, V) pair compiles its own tile shapes; sm_90 dot lowering differs with them.
     fp32 = make_inputs("prefill", N=2, seqlens=[100, 37], H=1, HV=2, K=K, V=V, device="cuda", seed=K + V)
-    bf16, upcast = clone_inputs(fp32), clone_inputs(fp32)
-    for name in ("q", "k", "v"):
-        bf16[name] = fp32[name].to(torch.bfloat16)
-        upcast[name] = bf16[name].float()
+    bf16, upcast = rounded(fp32)
     o = gdn.prefill(**bf16, backend="triton")
     o_ref = gdn.prefill(**upcast, backend="torch")
     used = bf16["state_indices"].long()

@@ -134,17 +134,12 @@ def test_the_intra_launch_computes_the_refined_inverse_and_fp16_solve_on_correla
 def test_merged_from_its_diagonal_blocks_the_inverse_is_the_inverse():
     # 16 -> 32 -> 64: each level's lower-left block -L_hi (A_hl L_lo) from the level below; with
     # float64 operands only the fp32 sums round
-    from gdn_emulation import _merge_blocks
+    from gdn_emulation import _blocks, _merge_blocks
 
     a = _correlated_blocks("model")
     exact = torch.linalg.inv(torch.eye(64, dtype=torch.float64) + a)
-    merged = _merge_blocks(diag_inverse(a, "exact"), a - _blocks_of(a), torch.float64)
+    merged = _merge_blocks(diag_inverse(a, "exact"), a - _blocks(a), torch.float64)
     assert rel(merged, exact) <= 1e-6
-
-
-def _blocks_of(a: torch.Tensor) -> torch.Tensor:
-    block = torch.arange(64) // 16
-    return torch.where(block[:, None] == block[None, :], a, 0.0)
 
 
 def test_the_inverse_merged_from_its_blocks_keeps_the_kernels_precision(family):

@@ -9,7 +9,7 @@ those fp32 values gets 1e-2 (bf16 input rounding accumulates over a long sequenc
 
 import pytest
 import torch
-from gdn_inputs import assert_padding_left_alone, capture_cuda_graph, clone_inputs, rel_rmse
+from gdn_inputs import assert_padding_left_alone, capture_cuda_graph, clone_inputs, rel_rmse, rounded
 from test_kda_kernels import kda_inputs
 from test_lightning_kernels import lightning_inputs
 
@@ -45,11 +45,7 @@ def bf16_inputs(op, phase, gate=None, **shape):
     """(bf16 inputs, the same values upcast to fp32, the fp32 values they were rounded from)."""
     spec = OPS[op]
     fp32 = spec["inputs"](phase, gate=gate or spec["gates"][0], device="cuda", **shape)
-    bf16, upcast = clone_inputs(fp32), clone_inputs(fp32)
-    for name in ("q", "k", "v"):
-        bf16[name] = fp32[name].to(torch.bfloat16)
-        upcast[name] = bf16[name].float()
-    return bf16, upcast, fp32
+    return (*rounded(fp32), fp32)
 
 
 @pytest.mark.parametrize("op,gate", GATED)
