@@ -301,14 +301,34 @@ VARIANTS = [
     (
         "gluon_fused",
         "default",
-        dict(STAGES=_batch.gluon_batch_stages, WORKER_REGS=chunk_gluon_fused.WORKER_REGS),
+        dict(
+            STAGES=_batch.gluon_batch_stages,
+            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
+            TBETA_LOADED=_batch.gluon_fused_tbeta == "intra",
+        ),
         8,
         1,
     ),
     (
         "gluon_fused",
         "K=64",
-        dict(K=64, STAGES=_batch.gluon_batch_stages, WORKER_REGS=chunk_gluon_fused.WORKER_REGS),
+        dict(
+            K=64,
+            STAGES=_batch.gluon_batch_stages,
+            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
+            TBETA_LOADED=_batch.gluon_fused_tbeta == "intra",
+        ),
+        8,
+        1,
+    ),
+    (
+        "gluon_fused",
+        "Tβ loaded" if _batch.gluon_fused_tbeta == "worker" else "Tβ by the worker",
+        dict(
+            STAGES=_batch.gluon_batch_stages,
+            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
+            TBETA_LOADED=_batch.gluon_fused_tbeta == "worker",
+        ),
         8,
         1,
     ),

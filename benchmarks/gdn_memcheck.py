@@ -48,9 +48,17 @@ CONFIG_ROWS = {
     # plain ``triton`` row takes it at 128 where V allows, on sm_90 with bf16)
     "triton-state": dict(gluon_state=False, gluon_pdl=False, gluon_batch=False),
     "gluon-batch64": dict(gluon_state=False, gluon_pdl=False, gluon_batch=True, gluon_batch_block_v=64),
-    # chunk_gluon_fused in its place (where it applies: V a multiple of 128; else the batch pass)
-    "gluon-fused": dict(
-        gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True, gluon_fused=True
+    # chunk_gluon_batch's pass at V tiles of 128 itself, not chunk_gluon_fused's in its place (the plain
+    # ``triton`` row's default where bf16 and V a multiple of 128 allow it: Tβ from the intra launch)
+    "gluon-batch128": dict(gluon_state=False, gluon_pdl=False, gluon_batch=True, gluon_fused=False),
+    # chunk_gluon_fused with Tβ made by its worker (the intra launch cut to the segment pass's chunks)
+    "gluon-fused-worker": dict(
+        gluon_state=False,
+        gluon_pdl=False,
+        gluon_intra=True,
+        gluon_batch=True,
+        gluon_fused=True,
+        gluon_fused_tbeta="worker",
     ),
     # one sequence in windows of two chunks and more (one window where the call has several sequences)
     "gluon-windows": dict(gluon_state=True, gluon_pdl=False, gluon_intra=True, gluon_window_first=2),

@@ -146,10 +146,10 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
         try:
             a = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
             # as the prefill launches it (no schedule before the Gluon state pass; before the fused state
-            # pass only the chunks the segment pass reads)
+            # pass whose worker makes Tβ only the chunks the segment pass reads)
             schedule = not cfg.gluon_state
             q, k, v = (inputs[n] for n in ("q", "k", "v"))
-            non_last = chunk._fused_state(q, k, v, cfg)
+            non_last = chunk._fused_state(q, k, v, cfg) and cfg.gluon_fused_tbeta == "worker"
             run["intra_ms"] = calls_ms(
                 lambda: chunk._launch_intra(*a, cfg, schedule=schedule, non_last=non_last)
             )

@@ -84,10 +84,12 @@ and state passes read that answer from a table the intra launch writes
 (``chunk_common._write_schedule``): made in their own prologue, its values sat in per-thread registers
 through the chunk loop (resources tool: 12% of the state pass's chunk step and half its spills).
 
-Behind ``LaunchConfig.gluon_fused`` (off: measured slower, its module docstring says why),
-``chunk_gluon_fused`` replaces ``chunk_gluon_batch`` for bf16 inputs with the intra launch's work inside
-it (a worker warpgroup makes each chunk's Tβ, P and gate factors in shared memory); the intra launch
-before it then writes only the chunks the segment pass reads (``_launch_intra(non_last=True)``).
+For bf16 inputs ``LaunchConfig.gluon_fused`` (the default where ``gluon_batch`` is) replaces that pass
+by ``chunk_gluon_fused``'s: the same step, with a worker warpgroup beside the state's chain that makes
+each chunk's P and gate factors in shared memory and copies in its Tβ (16×2048 0.583 against 0.627 ms).
+With ``gluon_fused_tbeta="worker"`` the worker makes Tβ too and the intra launch before it writes only
+the chunks the segment pass reads (``_launch_intra(non_last=True)``): slower, its module docstring says
+why.
 
 The modules, each with one job, import one way (nothing imports this one back:
 ``tests/kernels/test_gdn_module_graph.py``):
@@ -134,14 +136,15 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
         _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config)
         return o
     fused = _fused_state(q, k, v, config)
-    tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, non_last=fused)
+    non_last = fused and config.gluon_fused_tbeta == "worker"  # the fused pass makes the rest
+    tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, non_last=non_last)
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
     if fused:
         from stampgen.kernels.gdn import chunk_gluon_fused  # imported here: Gluon only where it runs
 
         chunk_gluon_fused.launch_state(
-            q, k, v, g, beta, o, state_pool, state_indices, schedule, start, carry, scale, config
+            q, k, v, g, beta, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config
         )
         return o
     state_pass = _state_pass(q, k, v, config)

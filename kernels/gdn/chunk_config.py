@@ -63,11 +63,14 @@ class LaunchConfig(NamedTuple):
     # step and a half ahead (217.5 KiB of shared memory at V tiles of 128; 2: 161.5 KiB, measured 7–8%
     # slower on 16×2048 and 4×8192, benchmarks/RESULTS.md)
     gluon_batch_stages: int = 3
-    # Where ``gluon_batch`` applies with bf16 inputs: ``chunk_gluon_fused``'s state pass in its place,
-    # the intra launch's Tβ, gate sums and P made inside it by a worker warpgroup (the intra launch then
-    # writes only what the segment pass reads); its TMA stages are ``gluon_batch_stages``. Off: slower
-    # than the separate intra launch (``launch_config``).
+    # Where ``gluon_batch`` applies with bf16 inputs: ``chunk_gluon_fused``'s state pass in its place, P
+    # and the gate factors made inside it by a worker warpgroup; its TMA stages are
+    # ``gluon_batch_stages``.
     gluon_fused: bool = False
+    # Where ``gluon_fused``'s Tβ comes from: "intra" (the intra launch's, over every chunk, copied in by
+    # the worker) or "worker" (made by the worker beside P; the intra launch then writes only what the
+    # segment pass reads): slower, the worker's chain longer than the state's step (``launch_config``)
+    gluon_fused_tbeta: str = "intra"
     # With ``gluon_state`` and one sequence: the tokens cut into windows (whole chunks) that the state
     # pass runs one after another, the pool row carrying the state between them, while the intra launch
     # of the next window runs on a second stream beside it, so that only the first window's intra
@@ -133,9 +136,12 @@ def launch_config(
       1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752). Far less than
       the intra launch's 0.110 / 0.433 ms: its programs share the state pass's SMs (128 state programs,
       one an SM, leave room for two of its) and slow the state's chain.
-    - ``gluon_fused`` (``chunk_gluon_fused``: that pass with the intra launch's work inside it) off:
-      16×2048 0.743 against 0.625 ms, 4×8192 0.718 against 0.604. Its one worker warpgroup makes a
-      chunk's Tβ and P in ~5.6 µs, where the state warpgroups' step needs ~2.4.
+    - And there ``gluon_fused`` (``chunk_gluon_fused``: that pass with P and the gate factors made by a
+      worker warpgroup beside the state's chain, Tβ copied in from the intra launch): 16×2048 0.583
+      against 0.627 ms, 4×8192 0.554 against 0.601. With Tβ made by the worker too
+      (``gluon_fused_tbeta="worker"``, the intra launch cut to what the segment pass reads) slower:
+      0.743 and 0.718; one warpgroup makes a chunk's Tβ and P in ~5.6 µs, where the state warpgroups'
+      step needs ~2.4.
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
@@ -150,6 +156,6 @@ def launch_config(
     windowed = gluon and num_seqs == 1 and num_tokens >= WINDOWED_TOKENS
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
-        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_batch=not gluon,
+        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_batch=not gluon, gluon_fused=not gluon,
         gluon_window_first=16 if windowed else 0,
     )  # fmt: skip

@@ -1,13 +1,11 @@
-"""The chunked GDN prefill's state pass over segments (launch 3 of ``chunk_state``) in Gluon for sm_90, with
-the intra launch's work inside it: a worker warpgroup makes each chunk's Tβ, its gate factors and P a chunk
-or two ahead of the state's chain, in shared memory, so that neither is stored to global memory nor waits
-for a launch of its own.
+"""The chunked GDN prefill's state pass over segments (launch 3 of ``chunk_state``) in Gluon for sm_90:
+``chunk_gluon_batch``'s step with the work off the state's chain moved to a worker warpgroup — each
+chunk's P and gate factors (and, if asked, its Tβ) made a chunk or two ahead, in shared memory.
 
-``chunk_gluon_batch``'s pass spends a chunk step (~3.0 µs on 16×2048) waiting on its chain of products:
-its tensor pipes and issue slots are mostly idle. The intra launch before it (0.222 ms of 0.626 on
-16×2048) is the whole distance to FlashInfer's kernel, whose step is no shorter than ours but hides that
-work behind its chain (benchmarks/RESULTS.md, "What FlashInfer's kernel does differently"). Here one
-program (a V tile of 128, value head, segment) is three warpgroups:
+``chunk_gluon_batch``'s two warpgroups make P (Q Kᵀ masked and scaled by the decay) themselves, between
+the products of the state's chain; its step takes ~3.0 µs on 16×2048, the chain alone ~2.4. Here one
+program (a V tile of 128, value head, segment) is three warpgroups, as in FlashInfer's kernel
+(benchmarks/RESULTS.md, "What FlashInfer's kernel does differently"):
 
 - two state warpgroups (the default partition, 64 rows of Sᵀ each): ``chunk_gluon_batch``'s step without
   Q Kᵀ and P — (K S)ᵀ and (Q S)ᵀ from Sᵀ, v_newᵀ = uᵀ Tβᵀ, the update and the output rows — on the q / k /
@@ -15,26 +13,31 @@ program (a V tile of 128, value head, segment) is three warpgroups:
   two slots (mbarriers ``ready`` / ``free``);
 - one worker warpgroup (``gl.warp_specialize``, ``WORKER_REGS`` registers a thread, the state
   warpgroups the rest): per chunk, from the same q and k tiles and the gates and β it loads a chunk
-  ahead, the intra launch's Tβ (``chunk_intra_gluon._tbeta_of_chunk``: the same math and roundings), Q Kᵀ
-  masked and scaled by the decay into P, and the factors exp γ, exp(γ_C − γ) and exp γ_C.
+  ahead, Q Kᵀ masked and scaled by the decay into P, the factors exp γ, exp(γ_C − γ) and exp γ_C, and
+  Tβ: the intra launch's, copied in by TMA (``TBETA_LOADED``, ``LaunchConfig.gluon_fused_tbeta="intra"``,
+  the default), or made here (``"worker"``: ``chunk_intra_gluon._tbeta_of_chunk``, the same math and
+  roundings).
 
 A sequence's partial last chunk goes through the same step: its tiles by TMA reach into the next
 sequence's rows (or TMA's zeros past the end), whose β the worker loads as 0, so Tβ's rows and columns
-there are 0 and so is v_new; nothing they touch reaches the state or a stored output row, and the
-chunk's output rows leave by masked stores.
+there are 0 (made here; copied in, that chunk's Tβ comes by masked loads, zeros past the end) and so is
+v_new; nothing they touch reaches the state or a stored output row, and the chunk's output rows leave by
+masked stores.
 
 Segments, their schedule and their initial states are the Triton passes' (``chunk_state``), as for
-``chunk_gluon_batch``; the intra launch before this pass runs only for the chunks the segment pass
-reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``: no sequence's last segment).
+``chunk_gluon_batch``; where the worker makes Tβ, the intra launch before this pass runs only for the
+chunks the segment pass reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``: no sequence's last
+segment).
 
-Measured on the H200 (benchmarks/RESULTS.md, "The fused pass measured"): right (bit for bit the batch
-pass's output on the probe's inputs) but slower, so ``LaunchConfig.gluon_fused`` is off — 16×2048 0.743
-against 0.625 ms, the pass alone 0.722 against the batch pass's 0.400 with the full intra launch's 0.226
-before it. The worker is the chain: with it idle the state warpgroups run the pass in 0.313 ms (a
-step ~2.4 µs); its Tβ alone takes 0.562, P and the factors alone 0.345, both 0.722 (~5.6 µs a chunk,
-one warpgroup's latency). Two workers taking alternate chunks do not fit: at 104 registers each the
-state warpgroups get 152 and ptxas serializes every wgmma of the kernel (C7512). The pass wins only
-with a worker that makes Tβ and P in less than a state step.
+Measured on the H200 (benchmarks/RESULTS.md, "The fused pass measured"), bit for bit the batch pass's
+output on the probe's inputs: with Tβ copied in, 16×2048 0.583 against the batch pass's 0.627 ms
+(4×8192 0.554 against 0.601), the worker's loop 607 SASS instructions a chunk beside the state
+warpgroups' 604. With Tβ made by the worker, slower: 0.743 (0.722 the pass alone, against the batch
+pass's 0.400 after the full intra launch's 0.226). The worker is the chain then: with it idle the state
+warpgroups run the pass in 0.313 ms (a step ~2.4 µs); its Tβ alone takes 0.562, P and the factors
+alone 0.345, both 0.722 (~5.6 µs a chunk, one warpgroup's latency; 4.6 µs with the state warpgroups
+idle, 3.2 of it Tβ). Two workers taking alternate chunks do not fit: at 104 registers each the state
+warpgroups get 152 and ptxas serializes every wgmma of the kernel (C7512).
 """
 
 from __future__ import annotations
@@ -52,9 +55,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW
+from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
 from stampgen.kernels.gdn.chunk_config import LaunchConfig
-from stampgen.kernels.gdn.chunk_gluon import _copy_tiles
+from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile
 from stampgen.kernels.gdn.chunk_gluon_batch import (
     _output_tile,
     _scratch_ptrs,
@@ -79,11 +82,13 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 @gluon.jit
 def _worker(
-    q_s, k_s, t_s, p_s, g_s, bars, ready, free, g, beta, hv, base, end, n_chunks, log2_scale,
-    HV: gl.constexpr, STAGES: gl.constexpr,
+    q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, hv, base, end, n_chunks,
+    log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, TBETA_LOADED: gl.constexpr,
 ):  # fmt: skip
     """Per chunk c of the segment: Tβ, P and the gate factors into slot c % 2, once the state warpgroups
-    have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed."""
+    have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed. ``TBETA_LOADED``: Tβ is the
+    intra launch's, copied in (by TMA, counted on ``t_bars``; a partial chunk by masked loads, as TMA
+    would read the next sequence's rows), not made here."""
     vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     acc: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
@@ -91,6 +96,7 @@ def _worker(
     r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
     c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
     first = gl.arange(0, 64, layout=vec) == 0
+    ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     dt: gl.constexpr = t_s.dtype
     g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
     for c in tl.range(0, n_chunks, disable_licm=True):
@@ -100,6 +106,12 @@ def _worker(
         n_rows = gl.minimum(end - tok0, 64)
         g_n, b_n = _gate_loads(g, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, HV, vec)
         mbarrier.wait(free.index(buf), ((c // 2) & 1) ^ 1)
+        if TBETA_LOADED:
+            if n_rows == 64:
+                mbarrier.expect(t_bars.index(buf), t_desc.block_type.nbytes)
+                tma.async_copy_global_to_shared(t_desc, [tok0, hv * 64], t_bars.index(buf), t_s.index(buf))
+            else:
+                _load_tile(t_s.index(buf), tbeta + hv * 64, tok0, n_rows, HV * 64, 64, ld)
         mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
         gam, hi, lo = _gate_sums(g_c)
         after = _to_end(g_c, gam)
@@ -121,8 +133,12 @@ def _worker(
             - gl.convert_layout(b, gl.SliceLayout(0, acc))[None, :]
         )
         p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
-        t_beta, _ = _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows)
-        t_s.index(buf).store(t_beta.to(dt))
+        if TBETA_LOADED:
+            if n_rows == 64:  # every chunk before this one was full: c // 2 copies on this barrier
+                mbarrier.wait(t_bars.index(buf), (c // 2) & 1)
+        else:
+            t_beta, _ = _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows)
+            t_s.index(buf).store(t_beta.to(dt))
         fence_async_shared()  # Tβ and P are read by the state warpgroups' wgmma (the async proxy)
         mbarrier.arrive(ready.index(buf), count=1)
         g_c, b_c = g_n, b_n
@@ -253,11 +269,11 @@ def _state(
 
 @gluon.jit
 def _gdn_gluon_fused_state_kernel(
-    q_desc, k_desc, v_desc, o_desc,
-    o, g, beta, state_pool, state_indices, schedule, start, carry,
+    q_desc, k_desc, v_desc, o_desc, t_desc,
+    o, tbeta, g, beta, state_pool, state_indices, schedule, start, carry,
     pool_slot_stride, scale, seg_chunks, N,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr,
+    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, TBETA_LOADED: gl.constexpr,
 ):  # fmt: skip
     i_v = gl.program_id(0)
     hv = gl.program_id(1)
@@ -281,18 +297,20 @@ def _gdn_gluon_fused_state_kernel(
     k_s = gl.allocate_shared_memory(dt, [STAGES, 64, K], k_desc.layout)
     v_s = gl.allocate_shared_memory(dt, [STAGES, 64, BV], v_desc.layout)
     sq: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], dt)
-    t_s = gl.allocate_shared_memory(dt, [2, 64, 64], sq)
+    t_s = gl.allocate_shared_memory(dt, [2, 64, 64], t_desc.layout)
     p_s = gl.allocate_shared_memory(dt, [2, 64, 64], sq)
     o_s = gl.allocate_shared_memory(dt, [2, 64, BV], o_desc.layout)
     g_s = gl.allocate_shared_memory(gl.float32, [6, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     bars = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    t_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(bars.index(i), count=1)
     for i in gl.static_range(2):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(free.index(i), count=1)
+        mbarrier.init(t_bars.index(i), count=1)
     h = hv // (HV // H)
     col_qk = h * K
     col_v = hv * V + i_v * BV
@@ -302,8 +320,8 @@ def _gdn_gluon_fused_state_kernel(
             (_state, (q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
                       o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end,
                       n_chunks, pool_slot_stride, scale, HV, K, V, BV, STAGES)),
-            (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, g, beta, hv, base, end, n_chunks, gl.log2(scale),
-                       HV, STAGES)),
+            (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, hv, base, end,
+                       n_chunks, gl.log2(scale), HV, STAGES, TBETA_LOADED)),
         ],
         [4],
         [WORKER_REGS],
@@ -311,7 +329,8 @@ def _gdn_gluon_fused_state_kernel(
 
 
 def launch_state(
-    q, k, v, g, beta, o, state_pool, state_indices, schedule, start, carry, scale: float, config: LaunchConfig,
+    q, k, v, g, beta, tbeta, o, state_pool, state_indices, schedule, start, carry, scale: float,
+    config: LaunchConfig,
 ) -> None:  # fmt: skip
     """Launch 3 of ``chunk_state`` in this form: the state pass over every segment with the intra
     launch's work and the output fused in, on the schedule and the segment and carry launches' initial
@@ -321,10 +340,13 @@ def launch_state(
     HV, V = v.shape[1], v.shape[2]
     if start is None:  # no sequence is split: never read (n_segs is 1 in every schedule row)
         start = carry = state_pool
-    descs = (descriptor(q, K), descriptor(k, K), descriptor(v, BLOCK_V), descriptor(o, BLOCK_V))
+    descs = (
+        descriptor(q, K), descriptor(k, K), descriptor(v, BLOCK_V), descriptor(o, BLOCK_V),
+        descriptor(tbeta, CHUNK),
+    )  # fmt: skip
     _gdn_gluon_fused_state_kernel[(triton.cdiv(V, BLOCK_V), HV, schedule.shape[1])](
-        *descs, o, g, beta, state_pool, state_indices, schedule, start, carry,
+        *descs, o, tbeta, g, beta, state_pool, state_indices, schedule, start, carry,
         state_pool.stride(0), float(scale), config.seg_chunks, state_indices.shape[0],
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
-        num_warps=BLOCK_V // 16,
+        TBETA_LOADED=config.gluon_fused_tbeta == "intra", num_warps=BLOCK_V // 16,
     )  # fmt: skip

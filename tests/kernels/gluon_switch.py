@@ -56,6 +56,7 @@ class GluonSwitch:
             self._pin(gluon_state=True, gluon_pdl=pdl, gluon_intra=intra, **fields)
         else:
             assert not pdl, "chunk_gluon_batch is not launched as a programmatic dependent"
+            fields.setdefault("gluon_fused", False)  # the batch pass itself, not the fused one
             self._pin(
                 gluon_state=False, gluon_pdl=False, gluon_intra=intra, gluon_batch=True,
                 gluon_batch_block_v=batch, **fields,

@@ -273,20 +273,26 @@ def test_a_batch_takes_the_gluon_batch_state_pass_only_where_it_applies(monkeypa
 
 
 def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
-    # ``gluon_fused`` (off by default: measured slower) with the batch pass and the Gluon intra launch;
-    # and then the intra launch writes only what the segment pass reads (its ``seg_chunks``)
+    # ``gluon_fused`` (the default for batches, Tβ from the intra launch; not for one sequence, which
+    # takes chunk_gluon) with the batch pass and the Gluon intra launch; with Tβ made by its worker the
+    # intra launch writes only what the segment pass reads (its ``seg_chunks``)
     from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra, chunk_intra_gluon
 
-    cfg = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)
-    assert not cfg.gluon_fused
+    on = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)
+    assert on.gluon_fused and on.gluon_batch and on.gluon_fused_tbeta == "intra"
+    one = chunk.launch_config(16384, 1, 32, 128, interpret=False)
+    assert one.gluon_state and not one.gluon_fused
     x = torch.zeros(64, 1, 128)
     monkeypatch.setattr(chunk, "_INTERPRET", False)
-    assert not chunk._fused_state(x, x, x, cfg._replace(gluon_fused=True))  # not on a CUDA GPU
+    assert not chunk._fused_state(x, x, x, on)  # not on a CUDA GPU
     monkeypatch.setattr(chunk_gluon_fused, "supported", lambda q, k, v: True)
     monkeypatch.setattr(chunk_intra_gluon, "supported", lambda k: True)
-    on = cfg._replace(gluon_fused=True)
     assert chunk._fused_state(x, x, x, on)
-    for off in (cfg, on._replace(gluon_batch=False), on._replace(gluon_intra=False)):
+    for off in (
+        on._replace(gluon_fused=False),
+        on._replace(gluon_batch=False),
+        on._replace(gluon_intra=False),
+    ):
         assert not chunk._fused_state(x, x, x, off)
     monkeypatch.setattr(chunk, "_INTERPRET", True)
     assert not chunk._fused_state(x, x, x, on)

@@ -1,13 +1,15 @@
 """The fused state pass on an sm_90 GPU — ``kernels/gdn/chunk_gluon_fused.py`` (``LaunchConfig.gluon_fused``:
-the batch pass with the intra launch's Tβ, gate factors and P made inside it by a worker warpgroup) —
-against ``chunk_gluon_batch``'s pass on the same inputs (the same math and roundings: the worker's Tβ is
-the Gluon intra launch's, its P and factors the batch pass's) and the fp32 torch reference.
+the batch pass with P and the gate factors made inside it by a worker warpgroup, Tβ copied in from the
+intra launch or made there too) — against ``chunk_gluon_batch``'s pass on the same inputs (the same math
+and roundings: the worker's Tβ is the Gluon intra launch's, its P and factors the batch pass's) and the
+fp32 torch reference.
 
 What it adds to the batch pass's edges (``test_gdn_chunk_gluon_gpu.py``): the worker's handshake with the
 state warpgroups over many chunks, a sequence's partial last chunk taken by TMA with its rows past the end
-held out by β = 0, the intra launch cut to the chunks the segment pass reads (none of a sequence's last
-segment) while split sequences still get theirs, and CUDA-graph capture. Each test checks that the fused
-pass ran, so a fallback to the batch pass cannot pass for it.
+held out by β = 0 (and its copied-in Tβ by masked loads), the intra launch cut to the chunks the segment
+pass reads where the worker makes Tβ (none of a sequence's last segment) while split sequences still get
+theirs, and CUDA-graph capture, each for both sources of Tβ. Each test checks that the fused pass ran, so
+a fallback to the batch pass cannot pass for it.
 """
 
 import pytest
@@ -39,20 +41,27 @@ BATCH = dict(intra=True, batch=128)
 FUSED = dict(intra=True, batch=128, gluon_fused=True)
 
 
+@pytest.fixture(params=["worker", "intra"], ids=["tbeta-by-worker", "tbeta-loaded"])
+def source(request):
+    """Where the fused pass's Tβ comes from (``LaunchConfig.gluon_fused_tbeta``): its worker warpgroup,
+    or the full intra launch (copied in by TMA, a partial chunk by masked loads)."""
+    return request.param
+
+
 def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, normalizer=1.0, **dims):
     return low_and_upcast(
         seqlens, dims=dims or QWEN3_NEXT, seed=seed, pad=pad, dtype=dtype, normalizer=normalizer
     )
 
 
-def _run_both(gluon, low, upcast, **fields):
+def _run_both(gluon, low, upcast, source, **fields):
     """(fused output, batch-pass output and inputs after it, reference output and inputs after it); the
-    fused run's inputs are ``low`` itself."""
+    fused run's inputs are ``low`` itself, its Tβ from ``source``."""
     batch = clone_inputs(low)
     gluon.on(**BATCH, **fields)
     o_batch = gdn.prefill(**batch, backend="triton")
     assert gluon.calls == ["batch128"], "the batch pass did not run"
-    gluon.on(**FUSED, **fields)
+    gluon.on(**FUSED, gluon_fused_tbeta=source, **fields)
     o = gdn.prefill(**low, backend="triton")
     assert gluon.calls == ["batch128", "fused"], "the fused pass did not run"
     o_ref = gdn.prefill(**upcast, backend="torch")
@@ -78,41 +87,43 @@ CASES = {
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case):
+def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case, source):
     seqlens, pad, dims = CASES[case]
     # weak decay (normalizer 20): a chunk's early rows still matter at its end, as they do in Tβ
     low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad, normalizer=20, **dims)
     before = clone_inputs(low)
-    o, batch_run, reference_run = _run_both(gluon, low, upcast)
+    o, batch_run, reference_run = _run_both(gluon, low, upcast, source)
     _assert_matches(o, low, batch_run, reference_run)
-    # the fused run's intra launch was asked only for the chunks the segment pass reads
-    assert gluon.intra_seg_chunks[-1] is not None and gluon.intra_seg_chunks[0] is None
+    # the fused run's intra launch was asked only for the chunks the segment pass reads where the
+    # worker makes Tβ, for every chunk where it is loaded
+    fused_intra = gluon.intra_seg_chunks[-1]
+    assert (fused_intra is None) == (source == "intra") and gluon.intra_seg_chunks[0] is None
     assert_padding_left_alone(before, low["state_pool"], o)
 
 
-def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(gluon):
+def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(gluon, source):
     # Four chunks a segment: the segment pass reads Tβ and the gate sums of every segment but a
     # sequence's last, which the intra launch still writes; the fused pass makes its own for the
     # chunks it runs and takes the segments' initial states from the segment and carry launches.
     seqlens = [700, 300, 1, 520, 64]
     low, upcast = _inputs(seqlens, seed=5, pad=1, **FEW_HEADS)
-    o, batch_run, reference_run = _run_both(gluon, low, upcast, seg_chunks=4)
+    o, batch_run, reference_run = _run_both(gluon, low, upcast, source, seg_chunks=4)
     _assert_matches(o, low, batch_run, reference_run)
-    assert gluon.intra_seg_chunks == [None, 4]
+    assert gluon.intra_seg_chunks == [None, 4 if source == "worker" else None]
 
 
 @pytest.mark.parametrize("normalizer", [1, 100], ids=["strong-decay", "weak-decay"])
-def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(gluon, normalizer):
-    # many chunks a program: the two slots of Tβ / P cycled hundreds of times
+def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(gluon, normalizer, source):
+    # many chunks a program: the two slots of Tβ / P (and their copy barriers) cycled hundreds of times
     low, upcast = _inputs([8192, 3000, 2048], seed=normalizer, normalizer=normalizer, **FEW_HEADS)
-    o, batch_run, reference_run = _run_both(gluon, low, upcast)
+    o, batch_run, reference_run = _run_both(gluon, low, upcast, source)
     _assert_matches(o, low, batch_run, reference_run)
 
 
-def test_fused_pass_is_captured_and_replayed_in_a_cuda_graph(gluon):
+def test_fused_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, source):
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
-    gluon.on(**FUSED)
+    gluon.on(**FUSED, gluon_fused_tbeta=source)
     assert_prefill_replay_matches_eager(low, fresh)
     assert set(gluon.calls) == {"fused"}, "the fused pass did not run"
 

@@ -48,6 +48,8 @@ FLA_ERRORS = {
     ("corr-gate-gqa-2x1024", "bf16"): (3.48e-3, 3.64e-3),
 }
 WITHIN_FLA = 1.5
+# The Triton passes with chunk_gluon_batch's state pass itself (not the fused pass in its place)
+BATCH = dict(gluon_state=False, gluon_pdl=False, gluon_batch=True, gluon_fused=False)
 # Launch paths, as LaunchConfig overrides (the Gluon ones where they apply: sm_90; the Gluon intra
 # launch for bf16 alone).
 PATHS = {
@@ -56,20 +58,14 @@ PATHS = {
     "gluon-intra": dict(gluon_state=False, gluon_pdl=False, gluon_intra=True),
     "gluon-both": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
     # chunk_gluon_batch as the Triton passes' state pass, at its two V tiles after the Triton intra
-    # launch, and at 128 after the Gluon one (the default for batches)
-    "gluon-batch64": dict(
-        gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=True, gluon_batch_block_v=64
-    ),
-    "gluon-batch128": dict(
-        gluon_state=False, gluon_pdl=False, gluon_intra=False, gluon_batch=True, gluon_batch_block_v=128
-    ),
-    "gluon-batch128-intra": dict(
-        gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True, gluon_batch_block_v=128
-    ),
-    # chunk_gluon_fused in its place (Tβ, P and the gate factors made inside the state pass)
-    "gluon-fused": dict(
-        gluon_state=False, gluon_pdl=False, gluon_intra=True, gluon_batch=True, gluon_fused=True
-    ),
+    # launch, and at 128 after the Gluon one
+    "gluon-batch64": dict(BATCH, gluon_intra=False, gluon_batch_block_v=64),
+    "gluon-batch128": dict(BATCH, gluon_intra=False, gluon_batch_block_v=128),
+    "gluon-batch128-intra": dict(BATCH, gluon_intra=True, gluon_batch_block_v=128),
+    # chunk_gluon_fused in its place (P and the gate factors made inside the state pass), Tβ the intra
+    # launch's (the default for bf16 batches) or made there too
+    "gluon-fused": dict(BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="intra"),
+    "gluon-fused-worker": dict(BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker"),
 }
 
 
