@@ -250,6 +250,9 @@ def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
 def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
     """Whether this call's state pass is ``chunk_gluon_fused``'s (asked for with the batch pass and the
     Gluon intra launch, and it applies here)."""
+    if config.gluon_fused and config.gluon_fused_tbeta not in ("intra", "worker"):
+        # a typo would otherwise pick the worker's Tβ, silently slower
+        raise ValueError(f"gluon_fused_tbeta must be 'intra' or 'worker', not {config.gluon_fused_tbeta!r}")
     if not (config.gluon_fused and config.gluon_batch and config.gluon_intra) or _INTERPRET:
         return False
     from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra_gluon

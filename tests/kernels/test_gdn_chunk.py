@@ -285,6 +285,8 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
     x = torch.zeros(64, 1, 128)
     monkeypatch.setattr(chunk, "_INTERPRET", False)
     assert not chunk._fused_state(x, x, x, on)  # not on a CUDA GPU
+    with pytest.raises(ValueError, match="gluon_fused_tbeta must be 'intra' or 'worker', not 'intr'"):
+        chunk._fused_state(x, x, x, on._replace(gluon_fused_tbeta="intr"))
     monkeypatch.setattr(chunk_gluon_fused, "supported", lambda q, k, v: True)
     monkeypatch.setattr(chunk_intra_gluon, "supported", lambda k: True)
     assert chunk._fused_state(x, x, x, on)
