@@ -29,15 +29,17 @@ Segments, their schedule and their initial states are the Triton passes' (``chun
 chunks the segment pass reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``: no sequence's last
 segment).
 
-Measured on the H200 (benchmarks/RESULTS.md, "The fused pass measured"), bit for bit the batch pass's
-output on the probe's inputs: with Tβ copied in, 16×2048 0.583 against the batch pass's 0.627 ms
-(4×8192 0.554 against 0.601), the worker's loop 607 SASS instructions a chunk beside the state
-warpgroups' 604. With Tβ made by the worker, slower: 0.743 (0.722 the pass alone, against the batch
-pass's 0.400 after the full intra launch's 0.226). The worker is the chain then: with it idle the state
-warpgroups run the pass in 0.313 ms (a step ~2.4 µs); its Tβ alone takes 0.562, P and the factors
-alone 0.345, both 0.722 (~5.6 µs a chunk, one warpgroup's latency; 4.6 µs with the state warpgroups
-idle, 3.2 of it Tβ). Two workers taking alternate chunks do not fit: at 104 registers each the state
-warpgroups get 152 and ptxas serializes every wgmma of the kernel (C7512).
+Measured on the H200 (benchmarks/RESULTS.md, "The fused pass measured" and "Since: the fused pass with
+Tβ copied in"), bit for bit the batch pass's output on the probe's inputs: with Tβ copied in, 16×2048
+0.583 against the batch pass's 0.627 ms (4×8192 0.554 against 0.601), the worker's loop 607 SASS
+instructions a chunk beside the state warpgroups' 604. With Tβ made by the worker, slower: 0.743 (0.722
+the pass alone, against the batch pass's 0.400 after the full intra launch's 0.226), the worker the
+chain: with it idle the state warpgroups run the pass in 0.313 ms (a step ~2.4 µs), with it ~5.6 µs a
+chunk. Its loop then holds 148 B of spills a thread (at ``WORKER_REGS``; more registers and ptxas
+serializes the kernel's wgmma), reloaded on every iteration: making only every sixth chunk's Tβ was as
+slow, and with the spills cut to 32 B the pass fell to 0.673 (not landed). Two workers taking alternate
+chunks do not fit: at 104 registers each the state warpgroups get 152 and ptxas serializes every wgmma
+of the kernel (C7512).
 """
 
 from __future__ import annotations
