@@ -12,7 +12,8 @@ and pipeline stages of the state pass; warps of the intra-chunk launch) and prin
 so it travels to the device) at their own defaults on the same inputs: an A/B in one process.
 Each configuration's output is checked against the fp32-input run (``--check default``: against the
 default configuration's, which skips compiling the fp32 kernels, a minute or two of a fresh machine,
-where a change must leave the output as it was). The last lines printed are a summary table;
+where a change must leave the output as it was; the default's own row then repeats the run it is checked
+against, so any difference there is said on stderr as a run that does not repeat: a race). The last lines printed are a summary table;
 ``--out`` writes the raw records as JSON lines, each as soon as it is measured, so a run cut short by a
 device call's time limit keeps what it measured.
 
@@ -283,6 +284,16 @@ def main() -> None:
                 inputs["state_pool"].copy_(pool0)
                 run = time_config(inputs, variation)
                 run.update({"variation": variation or "default", rel_key: rel})
+                if variation is None and args.check == "default" and rel != 0:
+                    # the same configuration twice on the same inputs: a difference is nondeterminism
+                    # (a race between a kernel's threads, as a missing fence once gave: 1.5–2.9e-5)
+                    run["repeatable"] = False
+                    print(
+                        f"{name}: the default's output differs from its own first run (rel {rel:.2e}): "
+                        "not repeatable, a race?",
+                        file=sys.stderr,
+                        flush=True,
+                    )
             except Exception as err:  # a configuration that does not compile or fit
                 run = dict(variation=variation or "default", error=f"{type(err).__name__}: {err}"[:300])
             emit(run, name, T)
