@@ -6,7 +6,7 @@ Host code only; it imports ``chunk_gluon`` (for the size of its grid) only where
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import triton
 
@@ -70,7 +70,7 @@ class LaunchConfig(NamedTuple):
     # Where ``gluon_fused``'s Tβ comes from: "intra" (the intra launch's, over every chunk, copied in by
     # the worker) or "worker" (made by the worker beside P; the intra launch then writes only what the
     # segment pass reads): slower, the worker's chain longer than the state's step (``launch_config``)
-    gluon_fused_tbeta: str = "intra"
+    gluon_fused_tbeta: Literal["intra", "worker"] = "intra"
     # With ``gluon_state`` and one sequence: the tokens cut into windows (whole chunks) that the state
     # pass runs one after another, the pool row carrying the state between them, while the intra launch
     # of the next window runs on a second stream beside it, so that only the first window's intra
