@@ -99,6 +99,23 @@ def _scratch_ptrs(
 
 
 @gluon.jit
+def _initial_state(
+    state_pool, state_indices, n, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv, i_v,
+    HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, acc_s: gl.constexpr,
+):  # fmt: skip
+    """Sᵀ [BV, K] at the start of segment ``j`` of sequence ``n``: the pool row (one segment), the copy the
+    segment pass made of it (the first of several: the last may write the row first), or the state the
+    carry launch made."""
+    if n_segs == 1:
+        state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
+    elif j == 0:
+        state = gl.load(_scratch_ptrs(start, first_non_last, hv, i_v, HV, K, V, BV, acc_s))
+    else:
+        state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
+    return state
+
+
+@gluon.jit
 def _store_gate_factors(g_s, row, gam, after):
     """A chunk's gate factors from its gate sums γ and γ_C − γ into rows ``row`` (γ·log2 e, the
     exponent of P's E), ``row + 1`` (exp γ) and ``row + 2`` (exp(γ_C − γ)) of ``g_s``."""
@@ -211,14 +228,10 @@ def _gdn_gluon_batch_state_kernel(
         mbarrier.init(bars.index(i), count=1)
     nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
 
-    # The segment's initial state: the pool row (one segment), the copy the segment pass made of it
-    # (the first of several: the last may write the row first), or the state the carry launch made
-    if n_segs == 1:
-        state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
-    elif j == 0:
-        state = gl.load(_scratch_ptrs(start, first_non_last, hv, i_v, HV, K, V, BV, acc_s))
-    else:
-        state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
+    state = _initial_state(
+        state_pool, state_indices, n, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv, i_v,
+        HV, K, V, BV, acc_s,
+    )  # fmt: skip
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)
     cols = (col_qk, col_qk, col_v, col_t)

@@ -61,8 +61,8 @@ from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
 from stampgen.kernels.gdn.chunk_config import LaunchConfig
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile
 from stampgen.kernels.gdn.chunk_gluon_batch import (
+    _initial_state,
     _output_tile,
-    _scratch_ptrs,
     _state_ptrs,
     _store_last_and_refill,
     _zero_rows,
@@ -179,16 +179,10 @@ def _state(
     n_segs = gl.load(row + 4).to(gl.int32)
     first_non_last = gl.load(row + 5).to(gl.int32)
     if n_chunks > 0:
-        # The segment's initial state: the pool row (one segment), the copy the segment pass made of it
-        # (the first of several: the last may write the row first), or the state the carry launch made
-        if n_segs == 1:
-            state = gl.load(
-                _state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s)
-            )
-        elif j == 0:
-            state = gl.load(_scratch_ptrs(start, first_non_last, hv, i_v, HV, K, V, BV, acc_s))
-        else:
-            state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
+        state = _initial_state(
+            state_pool, state_indices, n, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv,
+            i_v, HV, K, V, BV, acc_s,
+        )  # fmt: skip
     else:
         state = gl.zeros([BV, K], gl.float32, acc_s)
     descs = (q_desc, k_desc, v_desc)
