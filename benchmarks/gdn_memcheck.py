@@ -5,10 +5,11 @@
 Covers our Triton prefill / decode / verify (on sm_90 the prefill's intra launch is the Gluon one;
 ``triton-intra``: the Triton one), the prefill with the Gluon state pass (``triton+gluon``, on sm_90;
 ``-pdl``: the state pass launched as the intra launch's programmatic dependent), the Triton passes'
-state pass in Triton or in Gluon (``chunk_gluon_batch``, the default for batches on sm_90) and the FlashInfer
-adapters (when flashinfer imports), one long sequence in windows (``gluon-windows``: the next
-window's intra launch on a second stream beside the state pass), with
-padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
+state pass in Triton or in Gluon (``chunk_gluon_batch``; for bf16 batches on sm_90 the default is
+``chunk_gluon_fused`` in its place, Tβ copied in: ``gluon-batch128`` runs the batch pass itself,
+``gluon-fused-worker`` the fused pass making Tβ), the FlashInfer adapters (when flashinfer imports) and
+one long sequence in windows (``gluon-windows``: the next window's intra launch on a second stream
+beside the state pass), with padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
 long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. KDA and lightning (``--op``) run the same shapes through their
 Triton prefill / decode / verify (and FlashInfer's KDA when it imports), with gates at both ends (per

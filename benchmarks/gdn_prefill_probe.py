@@ -13,9 +13,9 @@ so it travels to the device) at their own defaults on the same inputs: an A/B in
 Each configuration's output is checked against the fp32-input run (``--check default``: against the
 default configuration's, which skips compiling the fp32 kernels, a minute or two of a fresh machine,
 where a change must leave the output as it was; the default's own row then repeats the run it is checked
-against, so any difference there is said on stderr as a run that does not repeat: a race). The last lines printed are a summary table;
-``--out`` writes the raw records as JSON lines, each as soon as it is measured, so a run cut short by a
-device call's time limit keeps what it measured.
+against, so any difference there is said on stderr as a run that does not repeat: a race). The last
+lines printed are a summary table; ``--out`` writes the raw records as JSON lines, each as soon as it
+is measured, so a run cut short by a device call's time limit keeps what it measured.
 
 What its variations measured on the H200 is summarised in benchmarks/RESULTS.md ("History"). A correct
 configuration's output is within ~3.7e-3 rel RMSE of the fp32-input run; BV=32 at one stage once gave 0.89
@@ -150,7 +150,7 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
             # pass whose worker makes Tβ only the chunks the segment pass reads)
             schedule = not cfg.gluon_state
             q, k, v = (inputs[n] for n in ("q", "k", "v"))
-            non_last = chunk._fused_state(q, k, v, cfg) and cfg.gluon_fused_tbeta == "worker"
+            non_last = chunk._intra_non_last(chunk._fused_state(q, k, v, cfg), cfg)
             run["intra_ms"] = calls_ms(
                 lambda: chunk._launch_intra(*a, cfg, schedule=schedule, non_last=non_last)
             )

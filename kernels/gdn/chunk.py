@@ -136,7 +136,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
         _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config)
         return o
     fused = _fused_state(q, k, v, config)
-    non_last = fused and config.gluon_fused_tbeta == "worker"  # the fused pass makes the rest
+    non_last = _intra_non_last(fused, config)
     tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, non_last=non_last)
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
@@ -258,6 +258,13 @@ def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
     from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra_gluon
 
     return chunk_gluon_fused.supported(q, k, v) and chunk_intra_gluon.supported(k)
+
+
+def _intra_non_last(fused: bool, config: LaunchConfig) -> bool:
+    """Whether the intra launch before the Triton passes writes only the chunks the segment pass reads
+    (``_launch_intra(non_last=True)``): where the state pass is the fused one (``fused``,
+    ``_fused_state``) and its worker makes every other chunk's Tβ itself."""
+    return fused and config.gluon_fused_tbeta == "worker"
 
 
 def _state_pass(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig):

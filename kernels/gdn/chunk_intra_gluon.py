@@ -197,10 +197,9 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     warpgroup, from its keys ``k_t`` ([64, K] in shared memory: rows past ``n_rows`` may hold anything
     finite), γ as the pair (hi, lo) and β (rows past ``n_rows`` as 0). The solve's shared operands are
     allocated after K Kᵀ, so they may take the keys' place; the last of them holds Tβ's bf16 rows for
-    a TMA store (``m_s`` is returned with it). ``k_bar``: the keys' copy barrier, invalidated right after
-    K Kᵀ by a program of one chunk (the intra launch: there, as before this function was split out, its
-    instructions stay those measured on the GPU, two reordered; invalidated after the solve, ptxas gave 119 registers
-    and another schedule)."""
+    a TMA store (``m_s`` is returned with it). ``k_bar``: the keys' copy barrier, which a program of one
+    chunk (the intra launch) invalidates right after K Kᵀ (invalidated after the solve instead, ptxas
+    takes one register more and another schedule)."""
     acc: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
     )

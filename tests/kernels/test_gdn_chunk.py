@@ -316,6 +316,10 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
     for non_last in (False, True):
         chunk_intra._launch_intra(x, g, g, idx, cu, on._replace(seg_chunks=7), non_last=non_last)
     assert asked == [None, 7]
+    # and the prefill asks for that only where the fused pass's worker makes Tβ
+    worker = on._replace(gluon_fused_tbeta="worker")
+    assert chunk._intra_non_last(True, worker) and not chunk._intra_non_last(False, worker)
+    assert not chunk._intra_non_last(True, on)
 
 
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():
