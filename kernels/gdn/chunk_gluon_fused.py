@@ -15,8 +15,9 @@ program (a V tile of 128, value head, segment) is three warpgroups, as in FlashI
   warpgroups the rest): per chunk, from the same q and k tiles and the gates and β it loads a chunk
   ahead, Q Kᵀ masked and scaled by the decay into P, the factors exp γ, exp(γ_C − γ) and exp γ_C, and
   Tβ: the intra launch's, copied in by TMA (``TBETA_LOADED``, ``LaunchConfig.gluon_fused_tbeta="intra"``,
-  the default), or made here (``"worker"``: ``chunk_intra_gluon._tbeta_of_chunk``, the same math and
-  roundings).
+  the default), or made here (``"worker"``: ``chunk_intra_gluon._tbeta_of_a``, the intra launch's
+  D^{-1} and solve, on an A whose decay matrix is P's too: one exponential a chunk for both, β and the
+  scale as factors rather than in the exponent).
 
 A sequence's partial last chunk goes through the same step: its tiles by TMA reach into the next
 sequence's rows (or TMA's zeros past the end), whose β the worker loads as 0, so Tβ's rows and columns
@@ -29,17 +30,17 @@ Segments, their schedule and their initial states are the Triton passes' (``chun
 chunks the segment pass reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``: no sequence's last
 segment).
 
-Measured on the H200 (benchmarks/RESULTS.md, "The fused pass measured" and "Since: the fused pass with
-Tβ copied in"), bit for bit the batch pass's output on the probe's inputs: with Tβ copied in, 16×2048
-0.583 against the batch pass's 0.627 ms (4×8192 0.554 against 0.601), the worker's loop 607 SASS
-instructions a chunk beside the state warpgroups' 604. With Tβ made by the worker, slower: 0.743 (0.722
-the pass alone, against the batch pass's 0.400 after the full intra launch's 0.226), the worker the
-chain: with it idle the state warpgroups run the pass in 0.313 ms (a step ~2.4 µs), with it ~5.6 µs a
-chunk. Its loop then holds 148 B of spills a thread (at ``WORKER_REGS``; more registers and ptxas
-serializes the kernel's wgmma), reloaded on every iteration: making only every sixth chunk's Tβ was as
-slow, and with the spills cut to 32 B the pass fell to 0.673 (not landed). Two workers taking alternate
-chunks do not fit: at 104 registers each the state warpgroups get 152 and ptxas serializes every wgmma
-of the kernel (C7512).
+Measured on the H200 (benchmarks/RESULTS.md, "The fused pass measured", "Since: the fused pass with
+Tβ copied in" and "Since: D^{-1} by forward substitution"): with Tβ copied in, 16×2048 0.567 ms
+(4×8192 0.540), the batch pass's output bit for bit, and ahead of the batch pass on 2×4096, 8×4096,
+64×512 and 16k + 15×1k as well; the worker's loop 607 SASS instructions a chunk beside the state
+warpgroups' 604. With Tβ made by the worker, slower: 0.647 (the intra launch then 0.020), the worker
+the chain: with it idle the state warpgroups run the pass in 0.313 ms (a step ~2.4 µs). Its spills
+(148 B a thread at ``WORKER_REGS``, reloaded every iteration, when A was held through D^{-1}) are down
+to 16 B, and making only every sixth chunk's Tβ was as slow as making all: the worker's chain of
+dependent steps, not its amount of work, sets the pace. Two workers taking alternate chunks do not fit:
+at 104 registers each the state warpgroups get 152 and ptxas serializes every wgmma of the kernel
+(C7512).
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ from stampgen.kernels.gdn.chunk_gluon_batch import (
     _store_last_and_refill,
     _zero_rows,
 )
-from stampgen.kernels.gdn.chunk_intra_gluon import _gate_loads, _gate_sums, _tbeta_of_chunk, _to_end
+from stampgen.kernels.gdn.chunk_intra_gluon import _decay, _gate_loads, _gate_sums, _tbeta_of_a, _to_end
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
 BLOCK_V = 128  # two state warpgroups of 64 rows of Sᵀ
@@ -85,7 +86,7 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 @gluon.jit
 def _worker(
     q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, hv, base, end, n_chunks,
-    log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, TBETA_LOADED: gl.constexpr,
+    scale, log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, TBETA_LOADED: gl.constexpr,
 ):  # fmt: skip
     """Per chunk c of the segment: Tβ, P and the gate factors into slot c % 2, once the state warpgroups
     have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed. ``TBETA_LOADED``: Tβ is the
@@ -95,9 +96,6 @@ def _worker(
     acc: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
     )
-    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
-    c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
-    first = gl.arange(0, 64, layout=vec) == 0
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     dt: gl.constexpr = t_s.dtype
     g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
@@ -117,6 +115,7 @@ def _worker(
         mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
         gam, hi, lo = _gate_sums(g_c)
         after = _to_end(g_c, gam)
+        first = gl.arange(0, 64, layout=vec) == 0
         # exp γ, exp(γ_C − γ) and exp γ_C = exp(γ_0 + (γ_C − γ_0)), as the batch pass makes them from the
         # stored gate sums (γ rounded to fp32: ``hi``)
         g_s.index(3 * buf).store(gl.exp(hi))
@@ -129,17 +128,24 @@ def _worker(
         k_t = k_s.index(stage)
         qk = warpgroup_mma(q_s.index(stage), k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc),
                            use_acc=False)  # fmt: skip
-        b = hi * _LOG2E
-        e = gl.exp2(
-            (gl.convert_layout(b, gl.SliceLayout(1, acc)) + log2_scale)[:, None]
-            - gl.convert_layout(b, gl.SliceLayout(0, acc))[None, :]
-        )
-        p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
+        r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
+        c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
         if TBETA_LOADED:
+            b = hi * _LOG2E
+            e = gl.exp2(
+                (gl.convert_layout(b, gl.SliceLayout(1, acc)) + log2_scale)[:, None]
+                - gl.convert_layout(b, gl.SliceLayout(0, acc))[None, :]
+            )
+            p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
             if n_rows == 64:  # every chunk before this one was full: c // 2 copies on this barrier
                 mbarrier.wait(t_bars.index(buf), (c // 2) & 1)
         else:
-            t_beta, _ = _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows)
+            # one decay matrix for P and for A (γ's pair in both), β and the scale as factors
+            e = _decay(hi, lo)
+            p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e * scale, 0.0).to(dt))
+            kk = warpgroup_mma(k_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
+            b_r = gl.convert_layout(b_c, gl.SliceLayout(1, acc))
+            t_beta, _ = _tbeta_of_a(gl.where(r[:, None] > c_p[None, :], kk * e * b_r[:, None], 0.0), b_c)
             t_s.index(buf).store(t_beta.to(dt))
         fence_async_shared()  # Tβ and P are read by the state warpgroups' wgmma (the async proxy)
         mbarrier.arrive(ready.index(buf), count=1)
@@ -317,7 +323,7 @@ def _gdn_gluon_fused_state_kernel(
                       o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end,
                       n_chunks, pool_slot_stride, scale, HV, K, V, BV, STAGES)),
             (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, hv, base, end,
-                       n_chunks, gl.log2(scale), HV, STAGES, TBETA_LOADED)),
+                       n_chunks, scale, gl.log2(scale), HV, STAGES, TBETA_LOADED)),
         ],
         [4],
         [WORKER_REGS],

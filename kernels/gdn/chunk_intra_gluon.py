@@ -1,6 +1,8 @@
 """The chunked prefill's intra launch in Gluon, for sm_90 (H100 / H200) and bf16 inputs: what
 ``chunk_intra._intra_chunk`` computes — per (chunk, value head) the rows of ``Tβ = (I + A)^{-1} diag(β)`` and
-the fp32 gate sums (γ_i, γ_C − γ_i) — with the same math and roundings, its data movement stated.
+the fp32 gate sums (γ_i, γ_C − γ_i) — with its data movement stated; its diagonal blocks' inverse by
+forward substitution in fp32 where the Triton launch refines a tf32 product form (the same precision:
+``tests/kernels/gdn_emulation.py``, ``diag="substitution"``).
 
 Why Gluon: the Triton kernel is instruction-bound (Nsight Compute, 16k tokens: IPC
 2.06), and much of its 2504 instructions a warp move data between the layouts its compiler picks: the
@@ -12,25 +14,21 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
 - g and β are loaded once, γ summed in fp64 and kept as an fp32 pair (hi, lo) as in
   ``chunk_common._cumsum_hi_lo``, and each moved to the accumulator's rows or columns by one
   ``convert_layout``;
-- the diagonal blocks' inverse ``D^{-1} = (I − a)(I + a²)(I + a⁴)(I + a⁸)`` is six batched 16×16 tf32
-  ``mma.sync`` in registers and a refinement step (four more, three of them on tf32 pairs), block w in
-  warp w: the wgmma accumulator already holds block w's elements in warp w's threads where mma.sync's
-  does, so cutting the blocks out and putting them back is a selection in registers, with no shared
-  memory and no barrier. (Taken on the whole 64×64 block-diagonal
-  tile as tf32 wgmma instead, each fp32 register operand moved to tf32's operand layout by shuffles,
-  ~94 instructions a tile, and each right operand through shared memory: 2040 instructions a warp, 158
-  registers, and the prefill measured 7% slower than with the Triton launch.)
+- A's blocks below the diagonal blocks go to shared memory (the solve's operand) before D^{-1} is made,
+  so that A holds no registers through it;
+- the diagonal blocks' inverse ``D^{-1}`` by forward substitution in fp32, block w in warp w and a
+  column in a lane: row i is e_i − Σ_{k<i} a_ik x_k, each a_ik one broadcast load from shared memory,
+  the rows held as a tuple (so that each FMA's dependence on the row before is the only chain). The
+  product form it replaced — ``(I − a)(I + a²)(I + a⁴)(I + a⁸)`` on batched tf32 ``mma.sync`` with a
+  refinement step on tf32 pairs — took 1544 instructions a warp and 118 registers;
 - the solve ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``, N = D^{-1}(A − blocks), is four
   fp16 wgmma: −N a register operand, each product accumulated onto D^{-1}.
 
-1544 instructions a warp against the Triton launch's 2496, 118 registers (four programs per SM), 16 KiB
-(``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with the precision fix's refined
-D^{-1}, fp16 solve operands and β folded into the decay's exponent (``chunk_common._log2_pair``), which cost
-the prefill 0.8–1.2% (benchmarks/RESULTS.md, "GDN prefill precision"). Measured on the H200: the prefill
-of one sequence of 4k / 16k / 64k tokens takes 0.1203 / 0.4546 / 1.8109 ms with this launch against
-0.1307 / 0.5006 / 1.9706 with the Triton one (8–9% less; this launch ~0.03 / 0.10 / 0.42 ms against
-0.041 / 0.149 / 0.583, by difference), and 16×2048 0.7839 against 0.8738 (with the schedule launch
-0.214 against 0.305 ms).
+1352 instructions a warp against the Triton launch's 2496, 110 registers (four programs per SM), 16 KiB
+(``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with fp16 solve operands and β
+folded into the decay's exponent (``chunk_common._log2_pair``). On the H200 (benchmarks/RESULTS.md,
+"Since: D^{-1} by forward substitution"): this launch 0.214 ms on 16×2048, 0.103 on 16k, 0.428 on
+64k, against the product form's 0.223 / 0.110 / 0.433.
 
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
 (``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
@@ -45,7 +43,6 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
@@ -140,55 +137,26 @@ def _share(dst, x):
 
 
 @gluon.jit
-def _tf32_pair(x):
-    """(hi, lo) with hi + lo = x exactly: hi is x with its low 13 mantissa bits cleared (a tf32, which a
-    tensor core takes as it is), lo the rest, which it takes truncated, off by ≤ 2^-21 |x|."""
-    hi = (x.to(gl.int32, bitcast=True) & -8192).to(gl.float32, bitcast=True)
-    return hi, x - hi
-
-
-@gluon.jit
-def _mma_tf32x3(a, b, acc):
-    """acc + a b from three tf32 mma.sync on the (hi, lo) pairs of a and b, ``_tf32_pair``: about
-    fp32-exact (the lo·lo term, ≤ 2^-22 |a||b|, is dropped), where one tf32 product on fp32 operands
-    drops their low 13 bits."""
-    a_hi, a_lo = a
-    b_hi, b_lo = b
-    acc = mma_v2(a_lo, b_hi, acc, input_precision="tf32")
-    acc = mma_v2(a_hi, b_lo, acc, input_precision="tf32")
-    return mma_v2(a_hi, b_hi, acc, input_precision="tf32")
-
-
-@gluon.jit
-def _diag_inverse(blk, mma: gl.constexpr):
-    """(I + a)^{-1} for stacked strictly lower 16×16 blocks a ([4, 16, 16], a^16 = 0):
-    (I − a)(I + a²)(I + a⁴)(I + a⁸), each (I + y) product as x + x y, batched tf32 mma.sync (one block a
-    warp, in registers: no shared memory, no barrier), then one step of iterative refinement as in
-    ``chunked.solve.inv_unit_lower_blocks``: X + X R with R = (I − X) − a X, a X on tf32 pairs
-    (``_mma_tf32x3``). Without it X is off by up to ~1% on correlated keys (the powers grow before they
-    cancel and tf32 truncates them); with it ~1e-5, for 1.1× this launch's instructions where tf32x3
-    in all six products took 1.15×."""
-    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=1)
-    b_op: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=1)
-    i = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(2, mma)))
-    j = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, mma)))
-    eye = gl.expand_dims(gl.expand_dims(i, 0), 2) == gl.expand_dims(gl.expand_dims(j, 0), 1)
-    x = gl.where(eye, 1.0, -blk)
-    zero = gl.zeros_like(blk)
-    blk_a = gl.convert_layout(blk, a_op)
-    a2 = mma_v2(blk_a, gl.convert_layout(blk, b_op), zero, input_precision="tf32")
-    a2_a = gl.convert_layout(a2, a_op)
-    a2_b = gl.convert_layout(a2, b_op)
-    x = mma_v2(gl.convert_layout(x, a_op), a2_b, x, input_precision="tf32")
-    a4 = mma_v2(a2_a, a2_b, zero, input_precision="tf32")
-    a4_a = gl.convert_layout(a4, a_op)
-    a4_b = gl.convert_layout(a4, b_op)
-    x = mma_v2(gl.convert_layout(x, a_op), a4_b, x, input_precision="tf32")
-    a8 = mma_v2(a4_a, a4_b, zero, input_precision="tf32")
-    x = mma_v2(gl.convert_layout(x, a_op), gl.convert_layout(a8, b_op), x, input_precision="tf32")
-    residual = gl.where(eye, 1.0, 0.0) - x
-    residual = -_mma_tf32x3(_tf32_pair(blk_a), _tf32_pair(gl.convert_layout(x, b_op)), -residual)
-    return mma_v2(gl.convert_layout(x, a_op), gl.convert_layout(residual, b_op), x, input_precision="tf32")
+def _diag_inverse(blocks, out_layout: gl.constexpr):
+    """(I + a)^{-1} for stacked strictly lower 16×16 blocks a ([4, 16, 16]) by forward substitution in
+    fp32: row i of the inverse is e_i − Σ_{k<i} a_ik x_k, block b in warp b, a lane a column, the a_ik
+    read from shared memory (one broadcast load each); returned in ``out_layout``."""
+    sl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
+    blk_s = gl.allocate_shared_memory(gl.float32, [4, 16, 16], sl)
+    out_s = gl.allocate_shared_memory(gl.float32, [4, 16, 16], sl)
+    blk_s.store(blocks)
+    gl.thread_barrier()
+    row_l: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, 1, 32], [4, 1, 1], [2, 1, 0])
+    col = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, row_l)))[None, None, :]
+    xs = ()
+    for i in gl.static_range(16):
+        x = gl.where(col == i, 1.0, 0.0) + gl.zeros([4, 1, 16], gl.float32, row_l)
+        for k in gl.static_range(i):
+            x = x - blk_s.slice(i, 1, dim=1).slice(k, 1, dim=2).load(row_l) * xs[k]
+        out_s.slice(i, 1, dim=1).store(x)
+        xs = xs + (x,)
+    gl.thread_barrier()
+    return out_s.load(out_layout)
 
 
 @gluon.jit
@@ -224,32 +192,59 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     )
     beta_decay = _exp2((p_hi_r[:, None] - p_hi_c[None, :]) + (row_lo[:, None] - p_lo_c[None, :]))
     lower = (r[:, None] > c[None, :]) & (r < n_rows)[:, None]
-    a = gl.where(lower, kk * beta_decay, 0.0)
+    return _tbeta_of_a(gl.where(lower, kk * beta_decay, 0.0), b_c)
 
-    diag_block = (r[:, None] // 16) == (c[None, :] // 16)
-    # The diagonal blocks stacked [4, 16, 16], block w in warp w: the threads hold the same elements of it
-    # in the wgmma accumulator and in mma.sync's, so moving them is a selection in registers.
-    mma: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[2, 0], warps_per_cta=[4, 1, 1], instr_shape=[1, 16, 8]
+
+@gluon.jit
+def _decay(hi, lo):
+    """E_ij = 2^(p_i − p_j) of one chunk, [64, 64] fp32 in the wgmma accumulator's layout (unmasked:
+    above the diagonal it may overflow to inf), p = γ log2 e as a pair from γ's pair (hi, lo)."""
+    acc: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
     )
+    rows: gl.constexpr = gl.SliceLayout(1, acc)
+    cols: gl.constexpr = gl.SliceLayout(0, acc)
+    p_hi = hi * _LOG2E
+    p_lo = gl.fma(hi, _LOG2E, -p_hi) + lo * _LOG2E
+    hi_r, hi_c = gl.convert_layout(p_hi, rows), gl.convert_layout(p_hi, cols)
+    lo_r, lo_c = gl.convert_layout(p_lo, rows), gl.convert_layout(p_lo, cols)
+    return _exp2((hi_r[:, None] - hi_c[None, :]) + (lo_r[:, None] - lo_c[None, :]))
+
+
+@gluon.jit
+def _tbeta_of_a(a, b_c):
+    """Tβ = (I + A)^{-1} diag(β) of one chunk from its A ([64, 64] fp32, strictly lower, in the wgmma
+    accumulator's layout of one warpgroup) and β; returned with the shared buffer ``m_s`` (see
+    ``_tbeta_of_chunk``)."""
+    acc: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
+    )
+    rows: gl.constexpr = gl.SliceLayout(1, acc)
+    cols: gl.constexpr = gl.SliceLayout(0, acc)
+    r = gl.arange(0, 64, layout=rows)
+    c = gl.arange(0, 64, layout=cols)
+    diag_block = (r[:, None] // 16) == (c[None, :] // 16)
+    # The diagonal blocks stacked [4, 16, 16] (block w in the rows warp w holds), out of A by a selection
+    # in registers, and D^{-1}'s put back the same way
     same4 = gl.reshape(diag_block, [4, 16, 4, 16])
     blocks = gl.sum(gl.where(same4, gl.reshape(a, [4, 16, 4, 16]), 0.0), axis=2)
-    d_blocks = _diag_inverse(gl.convert_layout(blocks, mma), mma)
-    d4 = gl.expand_dims(gl.convert_layout(d_blocks, gl.SliceLayout(2, same4.type.layout)), 2)
+    f16: gl.constexpr = gl.float16
+    b_s: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], f16)
+    m_s = gl.allocate_shared_memory(f16, [64, 64], b_s)
+    # A's blocks below the diagonal blocks to shared memory before D^{-1}, so that A does not hold 32
+    # registers a thread through it
+    _share(m_s, gl.where(diag_block, 0.0, a))
+    d4 = gl.expand_dims(_diag_inverse(blocks, gl.SliceLayout(2, same4.type.layout)), 2)
     d_inv = gl.convert_layout(gl.reshape(gl.where(same4, d4, 0.0), [64, 64]), acc)
 
     # The four solve dots on fp16 operands (fp32 sums), as the Triton launch takes them for 16-bit inputs
     # (``chunk_intra._intra_chunk``, ``SOLVE_16``: fp16 rounds to nearest with 11 bits, where bf16 operands
     # cost the final state on correlated keys 1.5× the error of fp32 dots).
-    f16: gl.constexpr = gl.float16
     op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc, k_width=2)
-    b_s: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], f16)
-    m_s = gl.allocate_shared_memory(f16, [64, 64], b_s)
     d_s = gl.allocate_shared_memory(f16, [64, 64], b_s)
     d_lo = d_inv.to(f16)
-    d_s.store(d_lo)
-    _share(m_s, gl.where(diag_block, 0.0, a))
-    nil = warpgroup_mma(gl.convert_layout(d_lo, op), m_s, gl.zeros_like(a), use_acc=False).to(f16)
+    _share(d_s, d_lo)  # (A's share above no longer fences this store for the async proxy)
+    nil = warpgroup_mma(gl.convert_layout(d_lo, op), m_s, gl.zeros_like(d_inv), use_acc=False).to(f16)
     minus_nil = gl.convert_layout(-nil, op)
     t_inv = warpgroup_mma(minus_nil, d_s, d_inv)
     _share(m_s, t_inv)

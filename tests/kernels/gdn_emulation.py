@@ -14,7 +14,7 @@ mattered). Runs on any device, in float64. What each switch models:
   ``"tf32x3"`` (each operand split into a tf32 high part and a tf32 low part, three products), ``"fp32"``,
   ``"exact"``; ``"substitution"``: forward substitution row by row in fp32 (fla's way). ``diag_form``:
   ``"product"`` multiplies x by (I + y) (``chunked.solve.inv_unit_lower_blocks``), ``"accumulate"`` adds x y
-  onto x (``chunk_intra_gluon._diag_inverse``);
+  onto x (the Gluon intra launch's form before it took forward substitution, ``chunk_intra_gluon._diag_inverse``);
 - ``merge``: the four 64×64 dots of ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``:
   ``"fp16"`` (operands and N rounded to fp16: the kernels' solve since the fix, for either 16-bit
   input), ``"bf16"`` (the same in bf16: bf16 inputs before it), ``"tf32"`` (fp16 inputs before it),
@@ -66,11 +66,16 @@ class Roundings:
 
 def kernel_roundings(dtype: torch.dtype, *, gluon_intra: bool = False, fixed: bool = True) -> Roundings:
     """The roundings of our kernels for 16-bit inputs of ``dtype``; ``gluon_intra``: the Gluon intra
-    launch's form of D^{-1}; ``fixed``: since the fix (D^{-1} refined, the solve on fp16 operands),
-    else before it (D^{-1} on tf32, the solve on bf16 operands for bf16 inputs and tf32 for fp16)."""
+    launch's D^{-1} (forward substitution in fp32; before the fix, its tf32 product form accumulated);
+    ``fixed``: since the fix (D^{-1} refined or substituted, the solve on fp16 operands), else before it
+    (D^{-1} on tf32, the solve on bf16 operands for bf16 inputs and tf32 for fp16)."""
     before = "bf16" if dtype == torch.bfloat16 else "tf32"
+    if not fixed:
+        diag = "tf32"
+    else:
+        diag = "substitution" if gluon_intra else "tf32+refine"
     return Roundings(
-        diag="tf32+refine" if fixed else "tf32",
+        diag=diag,
         diag_form="accumulate" if gluon_intra else "product",
         merge="fp16" if fixed else before,
     )

@@ -61,6 +61,14 @@ def test_the_refined_diagonal_inverse_is_about_fp32_exact_where_tf32_is_off_by_a
     assert rel(diag_inverse(a, "tf32+refine", form), exact) <= 3e-5
 
 
+@pytest.mark.parametrize("gate", ["none", "model"])
+def test_the_substituted_diagonal_inverse_is_as_close_as_the_refined_one(gate):
+    # the Gluon intra launch's D^{-1}: forward substitution in fp32, no refinement needed
+    a = _correlated_blocks(gate)
+    exact = diag_inverse(a, "exact")
+    assert rel(diag_inverse(a, "substitution"), exact) <= 3e-5
+
+
 @pytest.fixture(scope="module", params=[(f, d) for f in FAMILIES for d in DTYPES], ids=lambda p: "-".join(p))
 def family(request):
     """(inputs, scale, fp64 reference (o, states), dtype, fla's emulated errors) of a family and dtype."""
