@@ -110,6 +110,17 @@ def _gates_ready(loads):
 
 
 @gluon.jit
+def _masked_p(qk, b_row, b_col, rows, cols, log2_scale):
+    """P = scale (Q Kᵀ ⊙ E) of a chunk on and below the diagonal, 0 above it, from Q Kᵀ (fp32) and
+    b = γ·log2 e along its rows and its columns (``rows`` / ``cols``: their token indices), in Q Kᵀ's
+    layout: E_ij = 2^(b_i − b_j), the scale in the exponent. Above the diagonal E may overflow to inf,
+    which the select discards. Every Gluon state pass makes P this way (the fused pass's worker too,
+    where Tβ is copied in), so that they agree bit for bit."""
+    e = gl.exp2((b_row + log2_scale)[:, None] - b_col[None, :])
+    return gl.where(rows[:, None] >= cols[None, :], qk * e, 0.0)
+
+
+@gluon.jit
 def _issue_reads(q_t, k_t, s_s, acc_v: gl.constexpr, acc_t: gl.constexpr, BV: gl.constexpr):
     """K S, Q S and Q Kᵀ as async wgmma, in the order the step waits for them."""
     ks = warpgroup_mma(k_t, s_s, gl.zeros([64, BV], gl.float32, acc_v), use_acc=False, is_async=True)
@@ -142,10 +153,9 @@ def _finish(
     if has_out:  # the previous chunk's rows, stored to o_buf before the fence and barrier above
         tma.async_copy_shared_to_global(o_desc, [row, col], o_buf)
 
-    # P while Tβ (·) runs; above the diagonal E may overflow to inf, which the select discards.
+    # P while Tβ (·) runs
     qs, qk = warpgroup_mma_wait(num_outstanding=1, deps=(qs, qk))
-    e = gl.exp2((b_row + log2_scale)[:, None] - b_col[None, :])
-    p = gl.convert_layout(gl.where(r_t[:, None] >= c_t[None, :], qk * e, 0.0).to(dt), p_op)
+    p = gl.convert_layout(_masked_p(qk, b_row, b_col, r_t, c_t, log2_scale).to(dt), p_op)
     o_init = qs * (gl.exp(gam_v) * scale)[:, None]
 
     v_new = warpgroup_mma_wait(num_outstanding=0, deps=(v_new,))

@@ -48,7 +48,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
 from stampgen.kernels.gdn.chunk_config import LaunchConfig
-from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _gate_loads, _gates_ready, _load_tile
+from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _gate_loads, _gates_ready, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
 
@@ -283,12 +283,10 @@ def _gdn_gluon_batch_state_kernel(
                               use_acc=False, is_async=True)  # fmt: skip
         tma.store_wait(pendings=0)
 
-        # P while Tβ (·) runs; above the diagonal E may overflow to inf, which the select discards
+        # P while Tβ (·) runs
         qk, qs, s_op = warpgroup_mma_wait(num_outstanding=1, deps=(qk, qs, s_op))
-        e = gl.exp2(
-            (g_s.index(now).load(rows_p) + log2_scale)[:, None] - g_s.index(now).load(cols_p)[None, :]
-        )
-        p_s.index(c % 2).store(gl.where(r_p[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
+        b_row, b_col = g_s.index(now).load(rows_p), g_s.index(now).load(cols_p)
+        p_s.index(c % 2).store(_masked_p(qk, b_row, b_col, r_p, c_p, log2_scale).to(dt))
         _store_gate_factors(g_s, 3 * ((c + 1) % 2), gam_next, after_next)
         fence_async_shared()
         # The step's one barrier: P, the output rows and the next gate sums written; every thread past
@@ -343,8 +341,7 @@ def _gdn_gluon_batch_state_kernel(
         u_op = gl.convert_layout((v_c - ks * gl.exp(gam)[None, :]).to(dt), a_c)
         v_new = warpgroup_mma(u_op, t_s.index(0).permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
                               use_acc=False, is_async=True)  # fmt: skip
-        e = gl.exp2((b_row + log2_scale)[:, None] - b_col[None, :])
-        p_s.index(0).store(gl.where(r_p[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
+        p_s.index(0).store(_masked_p(qk, b_row, b_col, r_p, c_p, log2_scale).to(dt))
         fence_async_shared()
         gl.thread_barrier()
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))

@@ -60,7 +60,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
 from stampgen.kernels.gdn.chunk_config import LaunchConfig
-from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile
+from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_gluon_batch import (
     _initial_state,
     _output_tile,
@@ -132,11 +132,11 @@ def _worker(
         c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
         if TBETA_LOADED:
             b = hi * _LOG2E
-            e = gl.exp2(
-                (gl.convert_layout(b, gl.SliceLayout(1, acc)) + log2_scale)[:, None]
-                - gl.convert_layout(b, gl.SliceLayout(0, acc))[None, :]
+            b_row, b_col = (
+                gl.convert_layout(b, gl.SliceLayout(1, acc)),
+                gl.convert_layout(b, gl.SliceLayout(0, acc)),
             )
-            p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e, 0.0).to(dt))
+            p_s.index(buf).store(_masked_p(qk, b_row, b_col, r, c_p, log2_scale).to(dt))
             if n_rows == 64:  # every chunk before this one was full: c // 2 copies on this barrier
                 mbarrier.wait(t_bars.index(buf), (c // 2) & 1)
         else:
