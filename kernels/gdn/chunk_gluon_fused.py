@@ -30,8 +30,8 @@ Segments, their schedule and their initial states are the Triton passes' (``chun
 chunks the segment pass reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``: no sequence's last
 segment).
 
-Measured on the H200 (benchmarks/RESULTS.md, "The fused pass measured", "Since: the fused pass with
-Tβ copied in" and "Since: D^{-1} by forward substitution"): with Tβ copied in, 16×2048 0.567 ms
+Measured on the H200 (benchmarks/RESULTS.md, the prefill's "Steps since the last side-by-side run"
+and "Where the time goes now"): with Tβ copied in, 16×2048 0.567 ms
 (4×8192 0.540), the batch pass's output bit for bit, and ahead of the batch pass on 2×4096, 8×4096,
 64×512 and 16k + 15×1k as well; the worker's loop 607 SASS instructions a chunk beside the state
 warpgroups' 604. With Tβ made by the worker, slower: 0.647 (the intra launch then 0.020), the worker

@@ -26,8 +26,8 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
 
 1352 instructions a warp against the Triton launch's 2496, 110 registers (four programs per SM), 16 KiB
 (``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with fp16 solve operands and β
-folded into the decay's exponent (``chunk_common._log2_pair``). On the H200 (benchmarks/RESULTS.md,
-"Since: D^{-1} by forward substitution"): this launch 0.214 ms on 16×2048, 0.103 on 16k, 0.428 on
+folded into the decay's exponent (``chunk_common._log2_pair``). On the H200 (benchmarks/RESULTS.md, the prefill's
+"Steps since the last side-by-side run"): this launch 0.214 ms on 16×2048, 0.103 on 16k, 0.428 on
 64k, against the product form's 0.223 / 0.110 / 0.433.
 
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
