@@ -68,7 +68,14 @@ from stampgen.kernels.gdn.chunk_gluon_batch import (
     _store_last_and_refill,
     _zero_rows,
 )
-from stampgen.kernels.gdn.chunk_intra_gluon import _decay, _gate_loads, _gate_sums, _tbeta_of_a, _to_end
+from stampgen.kernels.gdn.chunk_intra_gluon import (
+    CHUNK_ACC,
+    _decay,
+    _gate_loads,
+    _gate_sums,
+    _tbeta_of_a,
+    _to_end,
+)
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
 BLOCK_V = 128  # two state warpgroups of 64 rows of Sᵀ
@@ -93,9 +100,7 @@ def _worker(
     intra launch's, copied in (by TMA, counted on ``t_bars``; a partial chunk by masked loads, as TMA
     would read the next sequence's rows), not made here."""
     vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
-    acc: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
-    )
+    acc: gl.constexpr = CHUNK_ACC
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     dt: gl.constexpr = t_s.dtype
     g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)

@@ -54,6 +54,11 @@ from stampgen.kernels.chunked.gluon_pdl import launch_dependents
 from stampgen.kernels.gdn import chunk_tma
 from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
 
+# A chunk's 64×64 tile in the wgmma accumulator's layout of one warpgroup (K Kᵀ, A, D^{-1}, Tβ, P)
+CHUNK_ACC = gl.constexpr(
+    gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16])
+)
+
 
 def supported(k: torch.Tensor) -> bool:
     """Whether this launch applies: bf16 keys (fp16 ones would take the same math, the solve on fp16
@@ -168,9 +173,7 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     a TMA store (``m_s`` is returned with it). ``k_bar``: the keys' copy barrier, which a program of one
     chunk (the intra launch) invalidates right after K Kᵀ (invalidated after the solve instead, ptxas
     takes one register more and another schedule)."""
-    acc: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
-    )
+    acc: gl.constexpr = CHUNK_ACC
     rows: gl.constexpr = gl.SliceLayout(1, acc)
     cols: gl.constexpr = gl.SliceLayout(0, acc)
     r = gl.arange(0, 64, layout=rows)
@@ -199,9 +202,7 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
 def _decay(hi, lo):
     """E_ij = 2^(p_i − p_j) of one chunk, [64, 64] fp32 in the wgmma accumulator's layout (unmasked:
     above the diagonal it may overflow to inf), p = γ log2 e as a pair from γ's pair (hi, lo)."""
-    acc: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
-    )
+    acc: gl.constexpr = CHUNK_ACC
     rows: gl.constexpr = gl.SliceLayout(1, acc)
     cols: gl.constexpr = gl.SliceLayout(0, acc)
     p_hi = hi * _LOG2E
@@ -216,9 +217,7 @@ def _tbeta_of_a(a, b_c):
     """Tβ = (I + A)^{-1} diag(β) of one chunk from its A ([64, 64] fp32, strictly lower, in the wgmma
     accumulator's layout of one warpgroup) and β; returned with the shared buffer ``m_s`` (see
     ``_tbeta_of_chunk``)."""
-    acc: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
-    )
+    acc: gl.constexpr = CHUNK_ACC
     rows: gl.constexpr = gl.SliceLayout(1, acc)
     cols: gl.constexpr = gl.SliceLayout(0, acc)
     r = gl.arange(0, 64, layout=rows)
@@ -295,9 +294,7 @@ def _gdn_gluon_intra_kernel(
     mbarrier.wait(bar, 0)
     t_beta, m_s = _tbeta_of_chunk(k_s, hi, lo, b_c, n_rows, bar)
 
-    acc: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16]
-    )
+    acc: gl.constexpr = CHUNK_ACC
     r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
     c = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
     col = hv * 64
