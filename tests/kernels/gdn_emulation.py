@@ -14,7 +14,7 @@ mattered). Runs on any device, in float64. What each switch models:
   ``"tf32x3"`` (each operand split into a tf32 high part and a tf32 low part, three products), ``"fp32"``,
   ``"exact"``; ``"substitution"``: forward substitution row by row in fp32 (fla's way). ``diag_form``:
   ``"product"`` multiplies x by (I + y) (``chunked.solve.inv_unit_lower_blocks``), ``"accumulate"`` adds x y
-  onto x (the Gluon intra launch's form before it took forward substitution, ``chunk_intra_gluon._diag_inverse``);
+  onto x (the Gluon intra launch's form before it took forward substitution);
 - ``merge``: the four 64×64 dots of ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``:
   ``"fp16"`` (operands and N rounded to fp16: the kernels' solve since the fix, for either 16-bit
   input), ``"bf16"`` (the same in bf16: bf16 inputs before it), ``"tf32"`` (fp16 inputs before it),
