@@ -22,7 +22,9 @@ mattered). Runs on any device, in float64. What each switch models:
   hi + lo in N = D^{-1}(A − blocks) (one more dot; not in the kernels); ``"fp16-blocks"``: instead of
   that series, the inverse merged from D^{-1}'s blocks 16 → 32 → 64, each off-diagonal block
   ``−L_hi (A_hl L_lo)`` on fp16 operands (A_hl L_lo rounded to fp16 in between): three dependent levels
-  of small products that a warpgroup can keep in registers (not in the kernels);
+  of small products that a warpgroup can keep in registers (not in the kernels); ``"fp16-depth3"``: the
+  same series as ``(I + N²)(I − N) D^{-1}``, N² made beside (I − N) D^{-1}, three dependent dots where the
+  kernels chain four (not in the kernels);
 - ``tbeta_16``: Tβ stored in the input dtype; ``state_operand_16``: the state rounded to the input dtype
   as the dots' operand; ``residual_16``: V − exp(γ)⊙(K S) rounded before Tβ(·); ``v_new_16``: v_new and
   exp(γ_C − γ)⊙v_new rounded for their dots; ``p_16``: P rounded;
@@ -172,8 +174,13 @@ def tbeta(
         else:
             nil = round_to(round_to(d_lo @ round_to(off, half), torch.float32), half)
         t = d_inv - round_to(nil @ d_lo, torch.float32)
-        t = d_inv - round_to(nil @ round_to(t, half), torch.float32)
-        t = d_inv - round_to(nil @ round_to(t, half), torch.float32)
+        if roundings.merge.endswith("-depth3"):
+            # (I − N + N² − N³) D^{-1} = (I + N²)(I − N) D^{-1}: N² beside (I − N) D^{-1}, then one product
+            n2 = round_to(round_to(nil @ nil, torch.float32), half)
+            t = t + round_to(n2 @ round_to(t, half), torch.float32)
+        else:
+            t = d_inv - round_to(nil @ round_to(t, half), torch.float32)
+            t = d_inv - round_to(nil @ round_to(t, half), torch.float32)
     else:
         nil = dot(d_inv, off, roundings.merge)
         t = round_to(d_inv - dot(nil, d_inv, roundings.merge), torch.float32)

@@ -165,3 +165,21 @@ def test_the_inverse_merged_from_its_blocks_keeps_the_kernels_precision(family):
     )
     for merged, current in zip(_errors(family, blocks), _errors(family, series)):
         assert merged <= 1.05 * current
+
+
+def test_the_series_in_three_dependent_dots_keeps_the_kernels_precision(family):
+    # (I + N²)(I − N) D^{-1}: N² made beside (I − N) D^{-1}, one dependent product fewer than the
+    # kernels' Horner chain of four, each operand rounded to fp16 where that chain rounds its own
+    dtype = family[3]
+    series = kernel_roundings(dtype, gluon_intra=True)
+    depth3 = dataclasses.replace(series, merge="fp16-depth3")
+    inputs = family[0]
+    k = inputs["k"][:64, 0].double()
+    gam = torch.cumsum(inputs["g"][:64, 0].double(), 0)
+    beta = inputs["beta"][:64, 0].double()
+    exact = exact_tbeta(k, gam, beta)
+    ours = emulated_tbeta(k, gam, beta, depth3, dtype)
+    assert not torch.equal(ours, emulated_tbeta(k, gam, beta, series, dtype))
+    assert rel(ours, exact) <= 1.1 * rel(emulated_tbeta(k, gam, beta, series, dtype), exact)
+    for shorter, current in zip(_errors(family, depth3), _errors(family, series)):
+        assert shorter <= 1.1 * current
