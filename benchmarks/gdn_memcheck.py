@@ -37,6 +37,8 @@ from benchmarks.gdn_prefill_probe import with_config  # noqa: E402
 from stampgen.kernels import gdn, kda, lightning  # noqa: E402
 from stampgen.kernels._validation import KernelUnavailableError  # noqa: E402
 
+# The Triton passes (no chunk_gluon in their place) with chunk_gluon_batch's state pass
+_BATCH = dict(gluon_state=False, gluon_pdl=False, gluon_batch=True)
 # Rows of the Triton prefill with launch options (``chunk.LaunchConfig`` fields): the Triton intra launch
 # (the plain ``triton`` row takes the Gluon one on sm_90 with bf16), and ``chunk_gluon``'s state pass in
 # place of the segment / carry / state passes.
@@ -47,20 +49,13 @@ CONFIG_ROWS = {
     "gluon-intra+gluon-pdl": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
     # the state pass of the Triton passes: Triton's, or chunk_gluon_batch's at V tiles of 64 (the
     # plain ``triton`` row takes it at 128 where V allows, on sm_90 with bf16)
-    "triton-state": dict(gluon_state=False, gluon_pdl=False, gluon_batch=False),
-    "gluon-batch64": dict(gluon_state=False, gluon_pdl=False, gluon_batch=True, gluon_batch_block_v=64),
+    "triton-state": dict(_BATCH, gluon_batch=False),
+    "gluon-batch64": dict(_BATCH, gluon_batch_block_v=64),
     # chunk_gluon_batch's pass at V tiles of 128 itself, not chunk_gluon_fused's in its place (the plain
     # ``triton`` row's default where bf16 and V a multiple of 128 allow it: Tβ from the intra launch)
-    "gluon-batch128": dict(gluon_state=False, gluon_pdl=False, gluon_batch=True, gluon_fused=False),
+    "gluon-batch128": dict(_BATCH, gluon_fused=False),
     # chunk_gluon_fused with Tβ made by its worker (the intra launch cut to the segment pass's chunks)
-    "gluon-fused-worker": dict(
-        gluon_state=False,
-        gluon_pdl=False,
-        gluon_intra=True,
-        gluon_batch=True,
-        gluon_fused=True,
-        gluon_fused_tbeta="worker",
-    ),
+    "gluon-fused-worker": dict(_BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker"),
     # one sequence in windows of two chunks and more (one window where the call has several sequences)
     "gluon-windows": dict(gluon_state=True, gluon_pdl=False, gluon_intra=True, gluon_window_first=2),
 }

@@ -264,7 +264,7 @@ def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
 def _intra_non_last(fused: bool, config: LaunchConfig) -> bool:
     """Whether the intra launch before the Triton passes writes only the chunks the segment pass reads
     (``_launch_intra(non_last=True)``): where the state pass is the fused one (``fused``,
-    ``_fused_state``) and its worker makes every other chunk's Tβ itself."""
+    ``_fused_state``) and its worker makes the Tβ of the chunks it runs itself."""
     return fused and config.gluon_fused_tbeta == "worker"
 
 

@@ -182,33 +182,34 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     if k_bar is not None:
         mbarrier.invalidate(k_bar)
 
-    # β_i E_ij = 2^(p_i − p_j + log2 β_i), p = γ log2 e as a pair (``chunk_common._log2_pair``); above the
-    # diagonal it may overflow to inf, which the select discards, as it does the rows past the sequence
-    # (K there is the next sequence's, or TMA's zeros).
-    p_hi = hi * _LOG2E
-    p_lo = gl.fma(hi, _LOG2E, -p_hi) + lo * _LOG2E
-    row_lo = gl.convert_layout(p_lo + _log2(b_c), rows)
-    p_hi_r, p_hi_c, p_lo_c = (
-        gl.convert_layout(p_hi, rows),
-        gl.convert_layout(p_hi, cols),
-        gl.convert_layout(p_lo, cols),
-    )
-    beta_decay = _exp2((p_hi_r[:, None] - p_hi_c[None, :]) + (row_lo[:, None] - p_lo_c[None, :]))
+    # β_i E_ij = 2^(p_i − p_j + log2 β_i) (``chunk_common._log2_pair``); above the diagonal it may overflow
+    # to inf, which the select discards, as it does the rows past the sequence (K there is the next
+    # sequence's, or TMA's zeros).
+    beta_decay = _decay(hi, lo, b_c)
     lower = (r[:, None] > c[None, :]) & (r < n_rows)[:, None]
     return _tbeta_of_a(gl.where(lower, kk * beta_decay, 0.0), b_c)
 
 
 @gluon.jit
-def _decay(hi, lo):
+def _decay(hi, lo, beta=None):
     """E_ij = 2^(p_i − p_j) of one chunk, [64, 64] fp32 in the wgmma accumulator's layout (unmasked:
-    above the diagonal it may overflow to inf), p = γ log2 e as a pair from γ's pair (hi, lo)."""
+    above the diagonal it may overflow to inf), p = γ log2 e as a pair from γ's pair (hi, lo). With
+    ``beta``: β_i E_ij, A's factor, log2 β_i added to row i's low part (no multiply, and one rounding
+    fewer)."""
     acc: gl.constexpr = CHUNK_ACC
     rows: gl.constexpr = gl.SliceLayout(1, acc)
     cols: gl.constexpr = gl.SliceLayout(0, acc)
     p_hi = hi * _LOG2E
     p_lo = gl.fma(hi, _LOG2E, -p_hi) + lo * _LOG2E
-    hi_r, hi_c = gl.convert_layout(p_hi, rows), gl.convert_layout(p_hi, cols)
-    lo_r, lo_c = gl.convert_layout(p_lo, rows), gl.convert_layout(p_lo, cols)
+    row_lo = p_lo
+    if beta is not None:
+        row_lo = p_lo + _log2(beta)
+    lo_r = gl.convert_layout(row_lo, rows)
+    hi_r, hi_c, lo_c = (
+        gl.convert_layout(p_hi, rows),
+        gl.convert_layout(p_hi, cols),
+        gl.convert_layout(p_lo, cols),
+    )
     return _exp2((hi_r[:, None] - hi_c[None, :]) + (lo_r[:, None] - lo_c[None, :]))
 
 
