@@ -140,8 +140,9 @@ def launch_config(
       worker warpgroup beside the state's chain, Tβ copied in from the intra launch): 16×2048 0.583
       against 0.627 ms, 4×8192 0.554 against 0.601. With Tβ made by the worker too
       (``gluon_fused_tbeta="worker"``, the intra launch cut to what the segment pass reads) slower:
-      0.647 and 0.621 against 0.567 and 0.540 (since D^{-1} by substitution); one warpgroup makes a
-      chunk's Tβ and P in ~4.9 µs, where the state warpgroups' step needs ~2.4–2.8.
+      0.573 and 0.543 against 0.556 and 0.529 (since the three-product solve and the worker's gate
+      vectors whole in every warp; 0.656 and 0.628 before); one warpgroup makes a chunk's Tβ and P in
+      ~4.3 µs, where the state warpgroups' step needs ~2.4–2.7.
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)

@@ -31,16 +31,17 @@ chunks the segment pass reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``
 segment).
 
 Measured on the H200 (benchmarks/RESULTS.md, the prefill's "Steps since the last side-by-side run"
-and "Where the time goes now"): with Tβ copied in, 16×2048 0.567 ms
-(4×8192 0.540), the batch pass's output bit for bit, and ahead of the batch pass on 2×4096, 8×4096,
+and "Where the time goes now"): with Tβ copied in, 16×2048 0.556 ms
+(4×8192 0.529), the batch pass's output bit for bit, and ahead of the batch pass on 2×4096, 8×4096,
 64×512 and 16k + 15×1k as well; the worker's loop 607 SASS instructions a chunk beside the state
-warpgroups' 604. With Tβ made by the worker, slower: 0.647 (the intra launch then 0.020), the worker
-the chain: with it idle the state warpgroups run the pass in 0.313 ms (a step ~2.4 µs). Its spills
-(148 B a thread at ``WORKER_REGS``, reloaded every iteration, when A was held through D^{-1}) are down
-to 16 B, and making only every sixth chunk's Tβ was as slow as making all: the worker's chain of
-dependent steps, not its amount of work, sets the pace. Two workers taking alternate chunks do not fit:
-at 104 registers each the state warpgroups get 152 and ptxas serializes every wgmma of the kernel
-(C7512).
+warpgroups' 604. With Tβ made by the worker, slower: 0.573 / 0.543 (the intra launch then 0.020), the
+worker the chain (~4.3 µs a chunk): with it idle the state warpgroups run the pass in 0.313 ms (a step
+~2.4 µs). Its gate vectors are held whole in every warp (their fp64 scan within a warp: 54 barriers
+in its loop where it had 75 with the intra launch's D^{-1} and four-product solve, and no spills
+where it had 16 B; 0.656 / 0.628 before). Its spills once (148 B a thread at ``WORKER_REGS``, reloaded
+every iteration) made making only every sixth chunk's Tβ as slow as making all. Two workers taking
+alternate chunks do not fit: at 104 registers each the state warpgroups get 152 and ptxas serializes
+every wgmma of the kernel (C7512).
 """
 
 from __future__ import annotations
@@ -99,7 +100,9 @@ def _worker(
     have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed. ``TBETA_LOADED``: Tβ is the
     intra launch's, copied in (by TMA, counted on ``t_bars``; a partial chunk by masked loads, as TMA
     would read the next sequence's rows), not made here."""
-    vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
+    # The gate vectors whole in every warp: their scan and sums within a warp, no barrier (in the intra
+    # launch, with four programs an SM to hide its loads, the same layout measured slower)
+    vec: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
     acc: gl.constexpr = CHUNK_ACC
     ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     dt: gl.constexpr = t_s.dtype

@@ -18,17 +18,25 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
   so that A holds no registers through it;
 - the diagonal blocks' inverse ``D^{-1}`` by forward substitution in fp32, block w in warp w and a
   column in a lane: row i is e_i − Σ_{k<i} a_ik x_k, each a_ik one broadcast load from shared memory,
-  the rows held as a tuple (so that each FMA's dependence on the row before is the only chain). The
-  product form it replaced — ``(I − a)(I + a²)(I + a⁴)(I + a⁸)`` on batched tf32 ``mma.sync`` with a
-  refinement step on tf32 pairs — took 1544 instructions a warp and 118 registers;
-- the solve ``(I + A)^{-1} = D^{-1} − N(D^{-1} − N(D^{-1} − N D^{-1}))``, N = D^{-1}(A − blocks), is four
-  fp16 wgmma: −N a register operand, each product accumulated onto D^{-1}.
+  the rows held as a tuple (so that each FMA's dependence on the row before is the only chain) and
+  joined in registers (``gl.join``): stored row by row to shared memory they cost a barrier each, as
+  Triton's barrier pass sees every row's store write the one buffer. The product form it replaced —
+  ``(I − a)(I + a²)(I + a⁴)(I + a⁸)`` on batched tf32 ``mma.sync`` with a refinement step on tf32
+  pairs — took 1544 instructions a warp and 118 registers;
+- the solve ``(I + A)^{-1} = (I + N²)(I − N) D^{-1}``, N = D^{-1}(A − blocks), the series
+  ``D^{-1} − N D^{-1} + N² D^{-1} − N³ D^{-1}`` as three dependent fp16 wgmma where it chains four
+  (the Triton launch's Horner form): N, then N² beside (I − N) D^{-1} (N from shared memory for both),
+  then one product accumulated onto (I − N) D^{-1}; the same precision (``tests/kernels/
+  gdn_emulation.py``, ``merge="fp16-depth3"``).
 
-1352 instructions a warp against the Triton launch's 2496, 110 registers (four programs per SM), 16 KiB
-(``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with fp16 solve operands and β
-folded into the decay's exponent (``chunk_common._log2_pair``). On the H200 (benchmarks/RESULTS.md, the prefill's
-"Steps since the last side-by-side run"): this launch 0.214 ms on 16×2048, 0.103 on 16k, 0.428 on
-64k, against the product form's 0.223 / 0.110 / 0.433.
+1288 instructions a warp against the Triton launch's 2496, 99 registers (four programs per SM), 16 KiB,
+29 barriers (``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with fp16 solve operands
+and β folded into the decay's exponent (``chunk_common._log2_pair``). On the H200 (benchmarks/RESULTS.md,
+the prefill's "Steps since the last side-by-side run"): this launch 0.202 ms on 16×2048, 0.100 on 16k,
+0.407 on 64k, against 0.212 / 0.105 / 0.430 with D^{-1}'s rows stored one by one and the four-product
+solve (1352 instructions, 110 registers, 44 barriers). Forms measured slower: the gate vectors whole in
+every warp (each warp loading all of g and β; 2–8% slower here, though they help the fused pass's
+worker), and a cap of 96 registers for five programs an SM (28 B of spills).
 
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
 (``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
@@ -48,6 +56,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     mbarrier,
     tma,
     warpgroup_mma,
+    warpgroup_mma_wait,
 )
 
 from stampgen.kernels.chunked.gluon_pdl import launch_dependents
@@ -142,13 +151,28 @@ def _share(dst, x):
 
 
 @gluon.jit
+def _join_rows(xs):
+    """The rows xs ([4, 1, 16] each, row i at xs[i]) as one [4, 16, 16] tensor, joined in registers."""
+    level = xs
+    for _ in gl.static_range(4):
+        nxt = ()
+        for i in gl.static_range(len(level) // 2):
+            nxt = nxt + (gl.join(level[2 * i], level[2 * i + 1]),)
+        level = nxt
+    # [4, 1, 16, b0, b1, b2, b3] with row = 8 b3 + 4 b2 + 2 b1 + b0
+    m = gl.reshape(level[0], [4, 16, 2, 2, 2, 2])
+    return gl.reshape(gl.permute(m, (0, 5, 4, 3, 2, 1)), [4, 16, 16])
+
+
+@gluon.jit
 def _diag_inverse(blocks, out_layout: gl.constexpr):
     """(I + a)^{-1} for stacked strictly lower 16×16 blocks a ([4, 16, 16]) by forward substitution in
     fp32: row i of the inverse is e_i − Σ_{k<i} a_ik x_k, block b in warp b, a lane a column, the a_ik
-    read from shared memory (one broadcast load each); returned in ``out_layout``."""
+    read from shared memory (one broadcast load each); the rows joined in registers (a store of each
+    row to shared memory costs a barrier: Triton's barrier pass sees every row store write the one
+    buffer); returned in ``out_layout``."""
     sl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
     blk_s = gl.allocate_shared_memory(gl.float32, [4, 16, 16], sl)
-    out_s = gl.allocate_shared_memory(gl.float32, [4, 16, 16], sl)
     blk_s.store(blocks)
     gl.thread_barrier()
     row_l: gl.constexpr = gl.BlockedLayout([1, 1, 1], [1, 1, 32], [4, 1, 1], [2, 1, 0])
@@ -158,10 +182,8 @@ def _diag_inverse(blocks, out_layout: gl.constexpr):
         x = gl.where(col == i, 1.0, 0.0) + gl.zeros([4, 1, 16], gl.float32, row_l)
         for k in gl.static_range(i):
             x = x - blk_s.slice(i, 1, dim=1).slice(k, 1, dim=2).load(row_l) * xs[k]
-        out_s.slice(i, 1, dim=1).store(x)
         xs = xs + (x,)
-    gl.thread_barrier()
-    return out_s.load(out_layout)
+    return gl.convert_layout(_join_rows(xs), out_layout)
 
 
 @gluon.jit
@@ -245,12 +267,19 @@ def _tbeta_of_a(a, b_c):
     d_lo = d_inv.to(f16)
     _share(d_s, d_lo)  # (A's share above no longer fences this store for the async proxy)
     nil = warpgroup_mma(gl.convert_layout(d_lo, op), m_s, gl.zeros_like(d_inv), use_acc=False).to(f16)
-    minus_nil = gl.convert_layout(-nil, op)
-    t_inv = warpgroup_mma(minus_nil, d_s, d_inv)
-    _share(m_s, t_inv)
-    t_inv = warpgroup_mma(minus_nil, m_s, d_inv)
-    _share(d_s, t_inv)
-    return warpgroup_mma(minus_nil, d_s, d_inv) * gl.convert_layout(b_c, cols)[None, :], m_s
+    # (I − N + N² − N³) D^{-1} = (I + N²)(I − N) D^{-1}: N² made beside (I − N) D^{-1}, three dependent
+    # products where the series chains four. N from shared memory is both operands of N² and the A
+    # operand of N D^{-1} − D^{-1} (negated after: the same rounding), so that only the two
+    # accumulators take registers while they are in flight
+    _share(m_s, nil)
+    t_inv = warpgroup_mma(m_s, d_s, -d_inv, is_async=True)
+    n2 = warpgroup_mma(m_s, m_s, gl.zeros_like(d_inv), use_acc=False, is_async=True)
+    u, n2 = warpgroup_mma_wait(num_outstanding=0, deps=(t_inv, n2))
+    _share(d_s, u)
+    # −Tβ = (u + N² u) diag(β), u = N D^{-1} − D^{-1} (fp16 rounds −u to minus its rounding of u)
+    return warpgroup_mma(gl.convert_layout(n2.to(f16), op), d_s, u) * gl.convert_layout(-b_c, cols)[
+        None, :
+    ], m_s
 
 
 @gluon.jit

@@ -24,7 +24,7 @@ mattered). Runs on any device, in float64. What each switch models:
   ``−L_hi (A_hl L_lo)`` on fp16 operands (A_hl L_lo rounded to fp16 in between): three dependent levels
   of small products that a warpgroup can keep in registers (not in the kernels); ``"fp16-depth3"``: the
   same series as ``(I + N²)(I − N) D^{-1}``, N² made beside (I − N) D^{-1}, three dependent dots where the
-  kernels chain four (not in the kernels);
+  Triton launch chains four (the Gluon intra launch's solve);
 - ``tbeta_16``: Tβ stored in the input dtype; ``state_operand_16``: the state rounded to the input dtype
   as the dots' operand; ``residual_16``: V − exp(γ)⊙(K S) rounded before Tβ(·); ``v_new_16``: v_new and
   exp(γ_C − γ)⊙v_new rounded for their dots; ``p_16``: P rounded;
@@ -68,19 +68,16 @@ class Roundings:
 
 def kernel_roundings(dtype: torch.dtype, *, gluon_intra: bool = False, fixed: bool = True) -> Roundings:
     """The roundings of our kernels for 16-bit inputs of ``dtype``; ``gluon_intra``: the Gluon intra
-    launch's D^{-1} (forward substitution in fp32; before the fix, its tf32 product form accumulated);
-    ``fixed``: since the fix (D^{-1} refined or substituted, the solve on fp16 operands), else before it
-    (D^{-1} on tf32, the solve on bf16 operands for bf16 inputs and tf32 for fp16)."""
-    before = "bf16" if dtype == torch.bfloat16 else "tf32"
+    launch's (D^{-1} by forward substitution in fp32 and the solve in three dependent products; before
+    the fix, D^{-1}'s tf32 product form accumulated); ``fixed``: since the fix (D^{-1} refined or
+    substituted, the solve on fp16 operands), else before it (D^{-1} on tf32, the solve on bf16 operands
+    for bf16 inputs and tf32 for fp16)."""
+    form = "accumulate" if gluon_intra else "product"
     if not fixed:
-        diag = "tf32"
-    else:
-        diag = "substitution" if gluon_intra else "tf32+refine"
-    return Roundings(
-        diag=diag,
-        diag_form="accumulate" if gluon_intra else "product",
-        merge="fp16" if fixed else before,
-    )
+        return Roundings(diag="tf32", diag_form=form, merge="bf16" if dtype == torch.bfloat16 else "tf32")
+    if gluon_intra:
+        return Roundings(diag="substitution", diag_form=form, merge="fp16-depth3")
+    return Roundings(diag="tf32+refine", diag_form=form, merge="fp16")
 
 
 FLA_ROUNDINGS = Roundings(diag="substitution", merge="tf32", wy=True, beta_in_t=False)
