@@ -35,7 +35,7 @@ and β folded into the decay's exponent (``chunk_common._log2_pair``). On the H2
 the prefill's "Steps since the last side-by-side run"): this launch 0.202 ms on 16×2048, 0.100 on 16k,
 0.407 on 64k, against 0.212 / 0.105 / 0.430 with D^{-1}'s rows stored one by one and the four-product
 solve (1352 instructions, 110 registers, 44 barriers). Forms measured slower: the gate vectors whole in
-every warp (each warp loading all of g and β; 2–8% slower here, though they help the fused pass's
+every warp (each warp loading all of g and β; 7–11% slower here, though they help the fused pass's
 worker), and a cap of 96 registers for five programs an SM (28 B of spills).
 
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
