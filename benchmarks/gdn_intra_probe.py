@@ -1,14 +1,18 @@
-"""Time copies of the Gluon intra launch (``kernels/gdn/chunk_intra_gluon.py``) against this tree's, on a CUDA
-GPU, under CUDA graphs: the launch alone and the whole prefill with it.
+"""Time copies of the Gluon intra launch (``kernels/gdn/chunk_intra_gluon.py``) or of the fused state pass
+(``kernels/gdn/chunk_gluon_fused.py``) against this tree's, on a CUDA GPU, under CUDA graphs: the intra
+launch alone and the whole prefill with the copy.
 
-    python3 benchmarks/gdn_intra_probe.py --variants NAME=FILE[,NAME=FILE...] [--cases 16x2048,T=16384] [--out DIR]
+    python3 benchmarks/gdn_intra_probe.py --variants NAME=FILE[,NAME=FILE...] [--config JSON] [--cases 16x2048,T=16384] [--out DIR]
 
-Each FILE is a copy of ``chunk_intra_gluon.py`` (placed in the tree, so it travels to the device) loaded
-as a module of its own; the prefill takes it through ``chunk_intra_gluon.launch``, which the intra
-launcher looks up at each call. Per case and variant it prints (and appends to ``DIR/intra_probe.jsonl``)
-the launch's and the prefill's ms (``gdn_prefill_probe``'s inputs and timing: Qwen3-Next shapes, bf16) and
-the largest difference of Tβ, of the gate sums and of the prefill's output and final states from this
-tree's launch on the same inputs (the same math should give 0).
+Each FILE is a copy of one of those modules (placed in the tree, so it travels to the device) loaded as a
+module of its own: a copy that defines ``launch_state`` stands for the fused pass, one that defines
+``launch`` for the intra launch, and the prefill takes it through that module attribute, which its caller
+looks up at each call (a fused copy's imports of the intra launch's helpers are this tree's). ``--config``
+pins ``LaunchConfig`` fields for every run, this tree's too, e.g. ``'{"gluon_fused_tbeta": "worker"}'``
+to time the fused worker making Tβ. Per case and variant it prints (and appends to
+``DIR/intra_probe.jsonl``) the intra launch's and the prefill's ms (``gdn_prefill_probe``'s inputs and
+timing: Qwen3-Next shapes, bf16) and the largest difference of Tβ, of the gate sums and of the prefill's
+output and final states from this tree's on the same inputs (the same math should give 0).
 """
 
 from __future__ import annotations
@@ -23,77 +27,122 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_bench import rel  # noqa: E402
-from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case  # noqa: E402
-from stampgen.kernels.gdn import chunk, chunk_intra, chunk_intra_gluon  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case, with_config  # noqa: E402
+from stampgen.kernels.gdn import chunk, chunk_gluon_fused, chunk_intra, chunk_intra_gluon  # noqa: E402
+
+# What a copy stands for, by the function it defines: (this tree's module it replaces, that attribute)
+_ROLES = (("launch_state", chunk_gluon_fused), ("launch", chunk_intra_gluon))
 
 
-def measure(inputs: dict, launch) -> dict:
-    """Tβ, gate sums, prefill output and final states with ``launch`` as the intra launch, and the ms of
-    the launch alone and of the prefill."""
+def measure(inputs: dict, variant=None, config: dict | None = None) -> dict:
+    """Tβ, gate sums, prefill output and final states with ``variant`` (a loaded copy; None: this tree's
+    modules) in its module's place and ``config`` pinned, and the ms of the intra launch alone and of
+    the prefill."""
     k, g = inputs["k"], inputs["g"]
     T, HV = g.shape
     args = (k, g, inputs["beta"], inputs["state_indices"], inputs["cu_seqlens"])
     tbeta, gates = (x.fill_(float("nan")) for x in chunk_intra._intra_outputs(k, T, HV))
-    own = chunk_intra_gluon.launch
-    chunk_intra_gluon.launch = launch
+    name, module = _role(variant) if variant is not None else ("launch", chunk_intra_gluon)
+    own = getattr(module, name)
+    setattr(module, name, getattr(variant, name) if variant is not None else own)
     try:
+        launch = chunk_intra_gluon.launch
         launch(*args, tbeta, gates)
         pool = inputs["state_pool"].clone()
-        o = chunk.prefill(**(inputs | dict(state_pool=pool)))
+        o = with_config(config, lambda: chunk.prefill(**(inputs | dict(state_pool=pool))))
         timed = dict(state_pool=inputs["state_pool"].clone())  # timing updates a pool of its own
         row = dict(
             intra_ms=calls_ms(lambda: launch(*args, tbeta, gates)),
-            prefill_ms=calls_ms(lambda: chunk.prefill(**(inputs | timed))),
+            prefill_ms=with_config(config, lambda: calls_ms(lambda: chunk.prefill(**(inputs | timed)))),
         )
     finally:
-        chunk_intra_gluon.launch = own
+        setattr(module, name, own)
     return row | dict(outputs=(tbeta, gates, o, pool))
+
+
+def _role(variant) -> tuple[str, object]:
+    """(the function a copy stands in for, this tree's module that holds it)."""
+    return next((name, module) for name, module in _ROLES if hasattr(variant, name))
+
+
+def _parse_config(text: str | None) -> dict | None:
+    """``--config``'s JSON object of ``LaunchConfig`` fields (a ``ValueError`` naming what is wrong)."""
+    if text is None:
+        return None
+    try:
+        config = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not a JSON object ({err.msg})") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"not a JSON object: {text!r}")
+    unknown = sorted(set(config) - set(chunk.LaunchConfig._fields))
+    if unknown:
+        raise ValueError(
+            f"unknown field(s) {', '.join(unknown)}; LaunchConfig has {', '.join(chunk.LaunchConfig._fields)}"
+        )
+    return config
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--variants", required=True, help="NAME=FILE,... copies of chunk_intra_gluon.py")
+    parser.add_argument(
+        "--variants",
+        required=True,
+        help="NAME=FILE,... copies of chunk_intra_gluon.py or chunk_gluon_fused.py",
+    )
+    parser.add_argument(
+        "--config", help='LaunchConfig fields pinned for every run, e.g. {"gluon_fused_tbeta": "worker"}'
+    )
     parser.add_argument("--cases", default="16x2048,T=16384,T=65536")
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for intra_probe.jsonl")
     args = parser.parse_args()
     unknown = sorted(set(args.cases.split(",")) - set(CASES))
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    try:
+        config = _parse_config(args.config)
+    except ValueError as err:
+        parser.error(f"--config: {err}")
     variants = {}
     for item in args.variants.split(","):
         name, _, path = item.partition("=")
         if not name or not os.path.isfile(path):
             parser.error(f"--variants: expected NAME=FILE with an existing FILE, got {item!r}")
         try:
-            variants[name] = _load_module(path).launch
+            variants[name] = _load_module(path)
         except Exception as err:  # a copy that does not import: say which, without a traceback
             parser.error(f"--variants {item}: {type(err).__name__}: {err}")
+        if not any(hasattr(variants[name], role) for role, _ in _ROLES):
+            parser.error(
+                f"--variants {item}: neither a copy of chunk_intra_gluon.py (launch) nor of chunk_gluon_fused.py"
+                " (launch_state)"
+            )
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         parser.error("needs an sm_90 GPU (H100 / H200): the Gluon intra launch is written for it")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     out = open(os.path.join(args.out, "intra_probe.jsonl"), "a") if args.out else None
     try:
-        _run_cases(args.cases.split(","), variants, out)
+        _run_cases(args.cases.split(","), variants, config, out)
     finally:
         if out:
             out.close()
 
 
-def _run_cases(cases: list[str], variants: dict, out) -> None:
-    """Each case with the tree's launch, then with each variant; a row a variant, printed and appended
+def _run_cases(cases: list[str], variants: dict, config: dict | None, out) -> None:
+    """Each case with this tree's modules, then with each variant; a row a variant, printed and appended
     to ``out`` (if any) as it is measured."""
     for case in cases:
         inputs = make_case(CASES[case])
-        base = measure(inputs, chunk_intra_gluon.launch)
+        base = measure(inputs, None, config)
         ref = base.pop("outputs")
-        for name, launch in [("tree", None), *variants.items()]:
+        for name, variant in [("tree", None), *variants.items()]:
             try:
-                row = base if launch is None else measure(inputs, launch)
+                row = base if variant is None else measure(inputs, variant, config)
                 row |= _differences(row.pop("outputs", ref), ref)
             except Exception as err:  # a copy that does not compile or launch is a result too
                 row = dict(error=f"{type(err).__name__}: {err}"[:300])
-            row = dict(case=case, variant=name) | row
+            row = dict(case=case, variant=name, config=config or {}) | row
             print(json.dumps(row), flush=True)
             if out:
                 out.write(json.dumps(row) + "\n")

@@ -56,3 +56,27 @@ def test_the_recurrent_tile_probe_names_a_bad_tile():
     done = _run(TILES, "--op", "kda", "--tiles", "auto,x")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "x" in done.stderr.strip().splitlines()[-1]
+
+
+INTRA = str(ROOT / "benchmarks" / "gdn_intra_probe.py")
+FUSED_COPY = "kernels/gdn/chunk_gluon_fused.py"  # the tree's own module serves as a copy of itself
+
+
+@pytest.mark.parametrize(
+    "args,names",
+    [
+        (["--variants", f"a={FUSED_COPY}", "--config", '{"gluon_fused_tbta": "worker"}'], ["gluon_fused_tbta", "gluon_fused_tbeta"]),
+        (["--variants", f"a={FUSED_COPY}", "--config", "[1]"], ["--config", "not a JSON object"]),
+        (["--variants", f"a={FUSED_COPY}", "--config", "{"], ["--config", "not a JSON object"]),
+        (["--variants", "a=kernels/gdn/chunk_config.py"], ["chunk_config.py", "launch_state"]),
+        (["--variants", "a=no_such_copy.py"], ["no_such_copy.py"]),
+    ],
+    ids=["unknown-config-field", "config-not-an-object", "config-bad-json", "copy-of-neither", "missing-copy"],
+)  # fmt: skip
+def test_the_intra_probe_names_what_is_wrong(args, names):
+    done = _run(INTRA, *args)
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr and "error:" in last
+    for name in names:
+        assert name in last, last
