@@ -21,6 +21,8 @@ import argparse
 import json
 import os
 import sys
+import types
+import typing
 
 import torch
 
@@ -30,21 +32,21 @@ from benchmarks.gdn_bench import rel  # noqa: E402
 from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case, with_config  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused, chunk_intra, chunk_intra_gluon  # noqa: E402
 
-# What a copy stands for, by the function it defines: (this tree's module it replaces, that attribute)
+# What a copy stands for, by the function it defines: (that function's name, this tree's module holding it)
 _ROLES = (("launch_state", chunk_gluon_fused), ("launch", chunk_intra_gluon))
 
 
-def measure(inputs: dict, variant=None, config: dict | None = None) -> dict:
-    """Tβ, gate sums, prefill output and final states with ``variant`` (a loaded copy; None: this tree's
-    modules) in its module's place and ``config`` pinned, and the ms of the intra launch alone and of
-    the prefill."""
+def measure(inputs: dict, swap: tuple | None = None, config: dict | None = None) -> dict:
+    """Tβ, gate sums, prefill output and final states with ``swap`` = (this tree's module, the name of
+    the function in it, a copy's function) in place (None: this tree's modules) and ``config`` pinned,
+    and the ms of the intra launch alone and of the prefill."""
     k, g = inputs["k"], inputs["g"]
     T, HV = g.shape
     args = (k, g, inputs["beta"], inputs["state_indices"], inputs["cu_seqlens"])
     tbeta, gates = (x.fill_(float("nan")) for x in chunk_intra._intra_outputs(k, T, HV))
-    name, module = _role(variant) if variant is not None else ("launch", chunk_intra_gluon)
+    module, name, function = swap or (chunk_intra_gluon, "launch", chunk_intra_gluon.launch)
     own = getattr(module, name)
-    setattr(module, name, getattr(variant, name) if variant is not None else own)
+    setattr(module, name, function)
     try:
         launch = chunk_intra_gluon.launch
         launch(*args, tbeta, gates)
@@ -60,9 +62,23 @@ def measure(inputs: dict, variant=None, config: dict | None = None) -> dict:
     return row | dict(outputs=(tbeta, gates, o, pool))
 
 
-def _role(variant) -> tuple[str, object]:
-    """(the function a copy stands in for, this tree's module that holds it)."""
-    return next((name, module) for name, module in _ROLES if hasattr(variant, name))
+def _swap(copy) -> tuple | None:
+    """(this tree's module, the function's name, the copy's function) for a loaded copy: the first of
+    ``_ROLES`` it defines; None if it defines neither."""
+    return next(((module, name, getattr(copy, name)) for name, module in _ROLES if hasattr(copy, name)), None)
+
+
+def _accepts(hint, value) -> bool:
+    """Whether ``value`` (from JSON) is of a ``LaunchConfig`` field's type ``hint``."""
+    if typing.get_origin(hint) is typing.Literal:
+        return value in typing.get_args(hint)
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        return any(_accepts(arm, value) for arm in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if isinstance(value, bool):  # JSON's true / false: a bool field's only
+        return hint is bool
+    return isinstance(value, int if hint is int else (int, float) if hint is float else hint)
 
 
 def _parse_config(text: str | None) -> dict | None:
@@ -75,11 +91,16 @@ def _parse_config(text: str | None) -> dict | None:
         raise ValueError(f"not a JSON object ({err.msg})") from None
     if not isinstance(config, dict):
         raise ValueError(f"not a JSON object: {text!r}")
-    unknown = sorted(set(config) - set(chunk.LaunchConfig._fields))
+    hints = typing.get_type_hints(chunk.LaunchConfig)
+    unknown = sorted(set(config) - set(hints))
     if unknown:
-        raise ValueError(
-            f"unknown field(s) {', '.join(unknown)}; LaunchConfig has {', '.join(chunk.LaunchConfig._fields)}"
-        )
+        raise ValueError(f"unknown field(s) {', '.join(unknown)}; LaunchConfig has {', '.join(hints)}")
+    for field, value in config.items():
+        hint = hints[field]
+        if not _accepts(hint, value):
+            raise ValueError(
+                f"{field} takes {hint.__name__ if isinstance(hint, type) else hint}, got {value!r}"
+            )
     return config
 
 
@@ -109,10 +130,10 @@ def main() -> None:
         if not name or not os.path.isfile(path):
             parser.error(f"--variants: expected NAME=FILE with an existing FILE, got {item!r}")
         try:
-            variants[name] = _load_module(path)
+            variants[name] = _swap(_load_module(path))
         except Exception as err:  # a copy that does not import: say which, without a traceback
             parser.error(f"--variants {item}: {type(err).__name__}: {err}")
-        if not any(hasattr(variants[name], role) for role, _ in _ROLES):
+        if variants[name] is None:
             parser.error(
                 f"--variants {item}: neither a copy of chunk_intra_gluon.py (launch) nor of chunk_gluon_fused.py"
                 " (launch_state)"
@@ -131,22 +152,36 @@ def main() -> None:
 
 def _run_cases(cases: list[str], variants: dict, config: dict | None, out) -> None:
     """Each case with this tree's modules, then with each variant; a row a variant, printed and appended
-    to ``out`` (if any) as it is measured."""
+    to ``out`` (if any) as it is measured. Where this tree's own run fails (a ``--config`` its kernels
+    refuse), that case's one row says so."""
     for case in cases:
         inputs = make_case(CASES[case])
-        base = measure(inputs, None, config)
+        head = dict(case=case, variant="tree", config=config or {})
+        try:
+            base = measure(inputs, None, config)
+        except Exception as err:
+            _emit(head | _error(err), out)
+            continue
         ref = base.pop("outputs")
-        for name, variant in [("tree", None), *variants.items()]:
+        for name, swap in [("tree", None), *variants.items()]:
             try:
-                row = base if variant is None else measure(inputs, variant, config)
+                row = base if swap is None else measure(inputs, swap, config)
                 row |= _differences(row.pop("outputs", ref), ref)
             except Exception as err:  # a copy that does not compile or launch is a result too
-                row = dict(error=f"{type(err).__name__}: {err}"[:300])
-            row = dict(case=case, variant=name, config=config or {}) | row
-            print(json.dumps(row), flush=True)
-            if out:
-                out.write(json.dumps(row) + "\n")
-                out.flush()
+                row = _error(err)
+            _emit(head | dict(variant=name) | row, out)
+
+
+def _error(err: Exception) -> dict:
+    return dict(error=f"{type(err).__name__}: {err}"[:300])
+
+
+def _emit(row: dict, out) -> None:
+    """One row, printed and appended to ``out`` (if any) as soon as it is measured."""
+    print(json.dumps(row), flush=True)
+    if out:
+        out.write(json.dumps(row) + "\n")
+        out.flush()
 
 
 def _differences(got: tuple, ref: tuple) -> dict:

@@ -277,9 +277,8 @@ def _tbeta_of_a(a, b_c):
     u, n2 = warpgroup_mma_wait(num_outstanding=0, deps=(t_inv, n2))
     _share(d_s, u)
     # −Tβ = (u + N² u) diag(β), u = N D^{-1} − D^{-1} (fp16 rounds −u to minus its rounding of u)
-    return warpgroup_mma(gl.convert_layout(n2.to(f16), op), d_s, u) * gl.convert_layout(-b_c, cols)[
-        None, :
-    ], m_s
+    minus_t = warpgroup_mma(gl.convert_layout(n2.to(f16), op), d_s, u)
+    return minus_t * gl.convert_layout(-b_c, cols)[None, :], m_s
 
 
 @gluon.jit

@@ -16,6 +16,15 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
 
 
+def _assert_usage_error(done: subprocess.CompletedProcess, names: list[str]) -> None:
+    """Exit 2, no traceback, and a last line of argparse's ``error:`` naming each of ``names``."""
+    assert done.returncode == 2, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in done.stderr and "error:" in last
+    for name in names:
+        assert name in last, last
+
+
 @pytest.mark.parametrize(
     "args,names",
     [
@@ -44,12 +53,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     ],  # fmt: skip
 )
 def test_the_chunked_prefill_probe_names_what_is_wrong(args, names):
-    done = _run(CHUNKED, *args)
-    assert done.returncode == 2, done.stderr
-    last = done.stderr.strip().splitlines()[-1]
-    assert "Traceback" not in done.stderr and "error:" in last
-    for name in names:
-        assert name in last, last
+    _assert_usage_error(_run(CHUNKED, *args), names)
 
 
 def test_the_recurrent_tile_probe_names_a_bad_tile():
@@ -68,15 +72,16 @@ FUSED_COPY = "kernels/gdn/chunk_gluon_fused.py"  # the tree's own module serves 
         (["--variants", f"a={FUSED_COPY}", "--config", '{"gluon_fused_tbta": "worker"}'], ["gluon_fused_tbta", "gluon_fused_tbeta"]),
         (["--variants", f"a={FUSED_COPY}", "--config", "[1]"], ["--config", "not a JSON object"]),
         (["--variants", f"a={FUSED_COPY}", "--config", "{"], ["--config", "not a JSON object"]),
+        (["--variants", f"a={FUSED_COPY}", "--config", '{"gluon_fused_tbeta": "wroker"}'], ["gluon_fused_tbeta", "'wroker'"]),
+        (["--variants", f"a={FUSED_COPY}", "--config", '{"seg_chunks": "8"}'], ["seg_chunks", "'8'"]),
+        (["--variants", f"a={FUSED_COPY}", "--config", '{"gluon_fused": 1}'], ["gluon_fused", "1"]),
         (["--variants", "a=kernels/gdn/chunk_config.py"], ["chunk_config.py", "launch_state"]),
         (["--variants", "a=no_such_copy.py"], ["no_such_copy.py"]),
     ],
-    ids=["unknown-config-field", "config-not-an-object", "config-bad-json", "copy-of-neither", "missing-copy"],
+    ids=[
+        "unknown-config-field", "config-not-an-object", "config-bad-json", "config-value-not-allowed",
+        "config-value-not-a-number", "config-int-for-bool", "copy-of-neither", "missing-copy",
+    ],
 )  # fmt: skip
 def test_the_intra_probe_names_what_is_wrong(args, names):
-    done = _run(INTRA, *args)
-    assert done.returncode == 2, done.stderr
-    last = done.stderr.strip().splitlines()[-1]
-    assert "Traceback" not in done.stderr and "error:" in last
-    for name in names:
-        assert name in last, last
+    _assert_usage_error(_run(INTRA, *args), names)
