@@ -296,15 +296,16 @@ VARIANTS = [
     ("gluon_batch", "default", dict(BV=_batch.gluon_batch_block_v, STAGES=_batch.gluon_batch_stages), 8, 1),
     ("gluon_batch", "2 stages", dict(BV=_batch.gluon_batch_block_v, STAGES=2), 8, 1),
     ("gluon_batch", "BV=64, 4 warps", dict(BV=64, STAGES=_batch.gluon_batch_stages), 4, 1),
-    ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True, NON_LAST=False), 4, 1),
-    ("gluon_intra", "non-last segments", dict(LAUNCH_DEPENDENTS=False, NON_LAST=True), 4, 1),
+    ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True, WORKER_EVERY=0), 4, 1),
+    ("gluon_intra", "non-last segments", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=1), 4, 1),
+    ("gluon_intra", "all but every 2nd", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=2), 4, 1),
     (
         "gluon_fused",
         "default",
         dict(
             STAGES=_batch.gluon_batch_stages,
             WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            TBETA_LOADED=_batch.gluon_fused_tbeta == "intra",
+            MAKE_EVERY=chunk_config.worker_every(_batch),
         ),
         8,
         1,
@@ -316,21 +317,23 @@ VARIANTS = [
             K=64,
             STAGES=_batch.gluon_batch_stages,
             WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            TBETA_LOADED=_batch.gluon_fused_tbeta == "intra",
+            MAKE_EVERY=chunk_config.worker_every(_batch),
         ),
         8,
         1,
     ),
-    (
-        "gluon_fused",
-        "Tβ loaded" if _batch.gluon_fused_tbeta == "worker" else "Tβ by the worker",
-        dict(
-            STAGES=_batch.gluon_batch_stages,
-            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            TBETA_LOADED=_batch.gluon_fused_tbeta == "worker",
-        ),
-        8,
-        1,
+    *(
+        (
+            "gluon_fused",
+            {0: "Tβ loaded", 1: "Tβ by the worker"}.get(every, f"worker Tβ every {every}"),
+            dict(
+                STAGES=_batch.gluon_batch_stages, WORKER_REGS=chunk_gluon_fused.WORKER_REGS, MAKE_EVERY=every
+            ),
+            8,
+            1,
+        )
+        for every in (0, 1, 2, 3)
+        if every != chunk_config.worker_every(_batch)
     ),
     ("kda_intra", "default", dict(BKB=_kda.key_block, LEVELS=False), _kda.intra_warps, 1),
     ("kda_intra", "key block 128", dict(BKB=128, LEVELS=False), _kda.intra_warps, 1),

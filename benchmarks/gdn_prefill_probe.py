@@ -147,12 +147,12 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
         try:
             a = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
             # as the prefill launches it (no schedule before the Gluon state pass; before the fused state
-            # pass whose worker makes Tβ only the chunks the segment pass reads)
+            # pass whose worker makes Tβ only the chunks it copies in and the segment pass reads)
             schedule = not cfg.gluon_state
             q, k, v = (inputs[n] for n in ("q", "k", "v"))
-            non_last = chunk._intra_non_last(chunk._fused_state(q, k, v, cfg), cfg)
+            every = chunk._intra_worker_every(chunk._fused_state(q, k, v, cfg), cfg)
             run["intra_ms"] = calls_ms(
-                lambda: chunk._launch_intra(*a, cfg, schedule=schedule, non_last=non_last)
+                lambda: chunk._launch_intra(*a, cfg, schedule=schedule, worker_every=every)
             )
             tbeta, gates, schedule = chunk._launch_intra(*a, cfg)
             seg = (inputs["k"], gates, inputs["v"], tbeta, inputs["state_pool"], inputs["state_indices"])

@@ -90,7 +90,7 @@ For bf16 inputs ``LaunchConfig.gluon_fused`` (the default where ``gluon_batch`` 
 by ``chunk_gluon_fused``'s: the same step, with a worker warpgroup beside the state's chain that makes
 each chunk's P and gate factors in shared memory and copies in its Tβ (16×2048 0.583 against 0.627 ms).
 With ``gluon_fused_tbeta="worker"`` the worker makes Tβ too and the intra launch before it writes only
-the chunks the segment pass reads (``_launch_intra(non_last=True)``): slower, its module docstring says
+the chunks the segment pass reads (``_launch_intra(worker_every=1)``): slower, its module docstring says
 why.
 
 The modules, each with one job, import one way (nothing imports this one back:
@@ -113,7 +113,7 @@ import torch
 
 from stampgen.kernels.gdn import chunk_common
 from stampgen.kernels.gdn.chunk_common import _INTERPRET, CHUNK
-from stampgen.kernels.gdn.chunk_config import LaunchConfig, launch_config
+from stampgen.kernels.gdn.chunk_config import LaunchConfig, launch_config, worker_every
 from stampgen.kernels.gdn.chunk_intra import _launch_intra
 from stampgen.kernels.gdn.chunk_state import _launch_carry, _launch_segments, _launch_state
 from stampgen.kernels.gdn.chunk_tma import tma_addressable
@@ -138,8 +138,9 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
         _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config)
         return o
     fused = _fused_state(q, k, v, config)
-    non_last = _intra_non_last(fused, config)
-    tbeta, gates, schedule = _launch_intra(k, g, beta, state_indices, cu_seqlens, config, non_last=non_last)
+    tbeta, gates, schedule = _launch_intra(
+        k, g, beta, state_indices, cu_seqlens, config, worker_every=_intra_worker_every(fused, config)
+    )
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
     if fused:
@@ -252,9 +253,8 @@ def _gluon_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
 def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig) -> bool:
     """Whether this call's state pass is ``chunk_gluon_fused``'s (asked for with the batch pass and the
     Gluon intra launch, and it applies here)."""
-    if config.gluon_fused and config.gluon_fused_tbeta not in ("intra", "worker"):
-        # a typo would otherwise pick the worker's Tβ, silently slower
-        raise ValueError(f"gluon_fused_tbeta must be 'intra' or 'worker', not {config.gluon_fused_tbeta!r}")
+    if config.gluon_fused:
+        worker_every(config)  # refuses a bad Tβ source before any launch
     if not (config.gluon_fused and config.gluon_batch and config.gluon_intra) or _INTERPRET:
         return False
     from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra_gluon
@@ -262,11 +262,11 @@ def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
     return chunk_gluon_fused.supported(q, k, v) and chunk_intra_gluon.supported(k)
 
 
-def _intra_non_last(fused: bool, config: LaunchConfig) -> bool:
-    """Whether the intra launch before the Triton passes writes only the chunks the segment pass reads
-    (``_launch_intra(non_last=True)``): where the state pass is the fused one (``fused``,
-    ``_fused_state``) and its worker makes the Tβ of the chunks it runs itself."""
-    return fused and config.gluon_fused_tbeta == "worker"
+def _intra_worker_every(fused: bool, config: LaunchConfig) -> int:
+    """Which chunks of the last segments the intra launch before the Triton passes leaves out
+    (``_launch_intra(worker_every=n)``): where the state pass is the fused one (``fused``,
+    ``_fused_state``), those whose Tβ its worker makes (``chunk_config.worker_every``); 0: none."""
+    return worker_every(config) if fused else 0
 
 
 def _state_pass(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig):

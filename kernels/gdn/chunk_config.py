@@ -71,6 +71,10 @@ class LaunchConfig(NamedTuple):
     # the worker) or "worker" (made by the worker beside P; the intra launch then writes only what the
     # segment pass reads): slower, the worker's chain longer than the state's step (``launch_config``)
     gluon_fused_tbeta: Literal["intra", "worker"] = "intra"
+    # With "worker": the worker makes the Tβ of a segment's every n-th chunk (chunk c with c % n == n − 1)
+    # and copies in the intra launch's for the others, which the intra launch then writes (1: the
+    # worker makes every chunk's)
+    gluon_fused_worker_every: int = 1
     # With ``gluon_state`` and one sequence: the tokens cut into windows (whole chunks) that the state
     # pass runs one after another, the pool row carrying the state between them, while the intra launch
     # of the next window runs on a second stream beside it, so that only the first window's intra
@@ -79,6 +83,19 @@ class LaunchConfig(NamedTuple):
     # one before it does). No PDL between them (``gluon_pdl`` is for the unwindowed call).
     gluon_window_first: int = 0
     gluon_window_growth: float = 1.5
+
+
+def worker_every(config: LaunchConfig) -> int:
+    """Of which chunks of a segment the fused pass's worker makes Tβ (``gluon_fused_tbeta``,
+    ``gluon_fused_worker_every``): every n-th (chunk c with c % n == n − 1), n returned; 0: none, every
+    chunk's copied in from the intra launch. A bad value is refused here, where the prefill reads it
+    (a NamedTuple has no construction hook): a typo would otherwise pick a form silently."""
+    if config.gluon_fused_tbeta not in ("intra", "worker"):
+        raise ValueError(f"gluon_fused_tbeta must be 'intra' or 'worker', not {config.gluon_fused_tbeta!r}")
+    every = config.gluon_fused_worker_every
+    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
+        raise ValueError(f"gluon_fused_worker_every must be an int of at least 1, not {every!r}")
+    return every if config.gluon_fused_tbeta == "worker" else 0
 
 
 # One sequence this long (tokens) on the Gluon state pass goes window by window (``launch_config``): the
@@ -142,7 +159,10 @@ def launch_config(
       (``gluon_fused_tbeta="worker"``, the intra launch cut to what the segment pass reads) slower:
       0.573 and 0.543 against 0.556 and 0.529 (since the three-product solve and the worker's gate
       vectors whole in every warp; 0.656 and 0.628 before); one warpgroup makes a chunk's Tβ and P in
-      ~4.3 µs, where the state warpgroups' step needs ~2.4–2.7.
+      ~4.3 µs, where the state warpgroups' step needs ~2.4–2.7. With the worker making only every 2nd
+      or 3rd chunk's (``gluon_fused_worker_every``) no faster: 0.567 / 0.563 against 0.554 on 16×2048
+      (4×8192 0.540 / 0.536 against 0.526), a made chunk's solve waiting for its slot, so for the state
+      warpgroups' step before it (``chunk_gluon_fused._worker``).
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)

@@ -14,10 +14,12 @@ program (a V tile of 128, value head, segment) is three warpgroups, as in FlashI
 - one worker warpgroup (``gl.warp_specialize``, ``WORKER_REGS`` registers a thread, the state
   warpgroups the rest): per chunk, from the same q and k tiles and the gates and β it loads a chunk
   ahead, Q Kᵀ masked and scaled by the decay into P, the factors exp γ, exp(γ_C − γ) and exp γ_C, and
-  Tβ: the intra launch's, copied in by TMA (``TBETA_LOADED``, ``LaunchConfig.gluon_fused_tbeta="intra"``,
+  Tβ: the intra launch's, copied in by TMA (``MAKE_EVERY`` 0, ``LaunchConfig.gluon_fused_tbeta="intra"``,
   the default), or made here (``"worker"``: ``chunk_intra_gluon._tbeta_of_a``, the intra launch's
   D^{-1} and solve, on an A whose decay matrix is P's too: one exponential a chunk for both, β and the
-  scale as factors rather than in the exponent).
+  scale as factors rather than in the exponent) for every chunk (``MAKE_EVERY`` 1) or for every n-th
+  chunk of the segment (``gluon_fused_worker_every`` n, ``MAKE_EVERY`` n: chunk c with c % n == n − 1),
+  the intra launch's copied in for the others.
 
 A sequence's partial last chunk goes through the same step: its tiles by TMA reach into the next
 sequence's rows (or TMA's zeros past the end), whose β the worker loads as 0, so Tβ's rows and columns
@@ -26,11 +28,11 @@ v_new; nothing they touch reaches the state or a stored output row, and the chun
 masked stores.
 
 Segments, their schedule and their initial states are the Triton passes' (``chunk_state``), as for
-``chunk_gluon_batch``; where the worker makes Tβ, the intra launch before this pass runs only for the
-chunks the segment pass reads (``chunk_intra_gluon.launch(..., seg_chunks=...)``: no sequence's last
-segment).
+``chunk_gluon_batch``; where the worker makes Tβ, the intra launch before this pass leaves out the
+chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., worker_every=...)``: of a sequence's
+last segment, every chunk or every n-th).
 
-Measured on the H200 (benchmarks/RESULTS.md, the prefill's "Steps since the last side-by-side run"
+Measured on the H200 (benchmarks/RESULTS.md, the prefill's "Steps between the side-by-side runs"
 and "Where the time goes now"): with Tβ copied in, 16×2048 0.556 ms
 (4×8192 0.529), the batch pass's output bit for bit, and ahead of the batch pass on 2×4096, 8×4096,
 64×512 and 16k + 15×1k as well; the worker's loop 607 SASS instructions a chunk beside the state
@@ -60,7 +62,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
-from stampgen.kernels.gdn.chunk_config import LaunchConfig
+from stampgen.kernels.gdn.chunk_config import LaunchConfig, worker_every
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_gluon_batch import (
     _initial_state,
@@ -92,21 +94,67 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 
 @gluon.jit
+def _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV: gl.constexpr):
+    """The intra launch's Tβ of the chunk at ``tok0`` into slot ``buf``: by TMA, counted on ``t_bars``,
+    or (a partial chunk: TMA would read the next sequence's rows) by masked loads."""
+    ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
+    if n_rows == 64:
+        mbarrier.expect(t_bars.index(buf), t_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(t_desc, [tok0, hv * 64], t_bars.index(buf), t_s.index(buf))
+    else:
+        _load_tile(t_s.index(buf), tbeta + hv * 64, tok0, n_rows, HV * 64, 64, ld)
+
+
+@gluon.jit
+def _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, t_phase, log2_scale, dt: gl.constexpr):
+    """P of a chunk whose Tβ is copied in, as every Gluon state pass makes it (``_masked_p``: the batch
+    pass's bit for bit), then the wait for that copy (a full chunk's: a partial one's came by loads)."""
+    acc: gl.constexpr = CHUNK_ACC
+    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
+    c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
+    b = hi * _LOG2E
+    b_row, b_col = gl.convert_layout(b, gl.SliceLayout(1, acc)), gl.convert_layout(b, gl.SliceLayout(0, acc))
+    p_s.index(buf).store(_masked_p(qk, b_row, b_col, r, c_p, log2_scale).to(dt))
+    if n_rows == 64:
+        mbarrier.wait(t_bars.index(buf), t_phase)
+
+
+@gluon.jit
+def _p_and_tbeta_made(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt: gl.constexpr):
+    """P and Tβ of a chunk made here: one decay matrix for P and for A (γ's pair in both), β and the
+    scale as factors (``chunk_intra_gluon._tbeta_of_a``, the intra launch's D^{-1} and solve)."""
+    acc: gl.constexpr = CHUNK_ACC
+    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
+    c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
+    e = _decay(hi, lo)
+    p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e * scale, 0.0).to(dt))
+    kk = warpgroup_mma(k_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
+    b_r = gl.convert_layout(b_c, gl.SliceLayout(1, acc))
+    t_beta, _ = _tbeta_of_a(gl.where(r[:, None] > c_p[None, :], kk * e * b_r[:, None], 0.0), b_c)
+    t_s.index(buf).store(t_beta.to(dt))
+
+
+@gluon.jit
 def _worker(
     q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, hv, base, end, n_chunks,
-    scale, log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, TBETA_LOADED: gl.constexpr,
+    scale, log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, MAKE_EVERY: gl.constexpr,
 ):  # fmt: skip
     """Per chunk c of the segment: Tβ, P and the gate factors into slot c % 2, once the state warpgroups
-    have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed. ``TBETA_LOADED``: Tβ is the
-    intra launch's, copied in (by TMA, counted on ``t_bars``; a partial chunk by masked loads, as TMA
-    would read the next sequence's rows), not made here."""
+    have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed. Tβ is made here for the
+    chunks c with c % MAKE_EVERY == MAKE_EVERY − 1 (``MAKE_EVERY`` 1: every chunk; 0: none) and is
+    otherwise the intra launch's, copied in (``_copy_tbeta``). Making every other chunk's is no faster
+    than making every one's: with two slots, a chunk made here starts only once the state warpgroups
+    free its slot, so a made chunk's solve and the state's step before it run one after the other
+    (benchmarks/RESULTS.md, "History")."""
     # The gate vectors whole in every warp: their scan and sums within a warp, no barrier (in the intra
     # launch, with four programs an SM to hide its loads, the same layout measured slower)
     vec: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
     acc: gl.constexpr = CHUNK_ACC
-    ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])
     dt: gl.constexpr = t_s.dtype
     g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
+    # Where some chunks are made and some copied, the copies' barrier phases (bit b: slot b's), as a
+    # slot no longer takes a copy every other chunk
+    t_phases = 0
     for c in tl.range(0, n_chunks, disable_licm=True):
         buf = c % 2
         stage = c % STAGES
@@ -114,12 +162,11 @@ def _worker(
         n_rows = gl.minimum(end - tok0, 64)
         g_n, b_n = _gate_loads(g, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, HV, vec)
         mbarrier.wait(free.index(buf), ((c // 2) & 1) ^ 1)
-        if TBETA_LOADED:
-            if n_rows == 64:
-                mbarrier.expect(t_bars.index(buf), t_desc.block_type.nbytes)
-                tma.async_copy_global_to_shared(t_desc, [tok0, hv * 64], t_bars.index(buf), t_s.index(buf))
-            else:
-                _load_tile(t_s.index(buf), tbeta + hv * 64, tok0, n_rows, HV * 64, 64, ld)
+        if MAKE_EVERY == 0:
+            _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
+        elif MAKE_EVERY > 1:
+            if c % MAKE_EVERY != MAKE_EVERY - 1:
+                _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
         mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
         gam, hi, lo = _gate_sums(g_c)
         after = _to_end(g_c, gam)
@@ -136,25 +183,17 @@ def _worker(
         k_t = k_s.index(stage)
         qk = warpgroup_mma(q_s.index(stage), k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc),
                            use_acc=False)  # fmt: skip
-        r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
-        c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
-        if TBETA_LOADED:
-            b = hi * _LOG2E
-            b_row, b_col = (
-                gl.convert_layout(b, gl.SliceLayout(1, acc)),
-                gl.convert_layout(b, gl.SliceLayout(0, acc)),
-            )
-            p_s.index(buf).store(_masked_p(qk, b_row, b_col, r, c_p, log2_scale).to(dt))
-            if n_rows == 64:  # every chunk before this one was full: c // 2 copies on this barrier
-                mbarrier.wait(t_bars.index(buf), (c // 2) & 1)
+        if MAKE_EVERY == 0:
+            # every chunk before this one was full: c // 2 copies on this barrier
+            _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, (c // 2) & 1, log2_scale, dt)
+        elif MAKE_EVERY == 1:
+            _p_and_tbeta_made(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt)
         else:
-            # one decay matrix for P and for A (γ's pair in both), β and the scale as factors
-            e = _decay(hi, lo)
-            p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e * scale, 0.0).to(dt))
-            kk = warpgroup_mma(k_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
-            b_r = gl.convert_layout(b_c, gl.SliceLayout(1, acc))
-            t_beta, _ = _tbeta_of_a(gl.where(r[:, None] > c_p[None, :], kk * e * b_r[:, None], 0.0), b_c)
-            t_s.index(buf).store(t_beta.to(dt))
+            if c % MAKE_EVERY != MAKE_EVERY - 1:
+                _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, (t_phases >> buf) & 1, log2_scale, dt)
+                t_phases = t_phases ^ (1 << buf)
+            else:
+                _p_and_tbeta_made(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt)
         fence_async_shared()  # Tβ and P are read by the state warpgroups' wgmma (the async proxy)
         mbarrier.arrive(ready.index(buf), count=1)
         g_c, b_c = g_n, b_n
@@ -283,7 +322,7 @@ def _gdn_gluon_fused_state_kernel(
     o, tbeta, g, beta, state_pool, state_indices, schedule, start, carry,
     pool_slot_stride, scale, seg_chunks, N,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, TBETA_LOADED: gl.constexpr,
+    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_EVERY: gl.constexpr,
 ):  # fmt: skip
     i_v = gl.program_id(0)
     hv = gl.program_id(1)
@@ -331,7 +370,7 @@ def _gdn_gluon_fused_state_kernel(
                       o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end,
                       n_chunks, pool_slot_stride, scale, HV, K, V, BV, STAGES)),
             (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, hv, base, end,
-                       n_chunks, scale, gl.log2(scale), HV, STAGES, TBETA_LOADED)),
+                       n_chunks, scale, gl.log2(scale), HV, STAGES, MAKE_EVERY)),
         ],
         [4],
         [WORKER_REGS],
@@ -358,5 +397,5 @@ def launch_state(
         *descs, o, tbeta, g, beta, state_pool, state_indices, schedule, start, carry,
         state_pool.stride(0), float(scale), config.seg_chunks, state_indices.shape[0],
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
-        TBETA_LOADED=config.gluon_fused_tbeta == "intra", num_warps=BLOCK_V // 16,
+        MAKE_EVERY=worker_every(config), num_warps=BLOCK_V // 16,
     )  # fmt: skip

@@ -130,16 +130,17 @@ def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torc
 
 def _launch_intra(
     k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule: bool = True,
-    non_last: bool = False,
+    worker_every: int = 0,
 ):  # fmt: skip
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
     passes read ([2, segment programs, 8]: ``_write_schedule``). ``dependents``: the next launch is a
     programmatic dependent of this one (``gluon_pdl``). With ``gluon_intra`` where it applies, Tβ and the
     gate sums are ``chunk_intra_gluon``'s, after a launch of this kernel that writes the schedule alone
-    (none with ``schedule`` false: the Gluon state pass reads none). ``non_last``: Tβ and the gate sums
-    only where the segment pass reads them, no sequence's last segment (``chunk_gluon_fused``, after this
-    launch, makes its own; the Gluon launch only: the Triton one writes every chunk's)."""
+    (none with ``schedule`` false: the Gluon state pass reads none). ``worker_every`` n ≥ 1: Tβ and the
+    gate sums of a sequence's last segment only for its chunks c with c % n != n − 1, whose Tβ
+    ``chunk_gluon_fused``'s worker copies in (it makes the others': ``chunk_config.worker_every``; n = 1:
+    only what the segment pass reads); the Gluon launch only: the Triton one writes every chunk's."""
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta, gates = _intra_outputs(k, T, HV)
@@ -156,7 +157,7 @@ def _launch_intra(
 
         chunk_intra_gluon.launch(
             k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents,
-            seg_chunks=config.seg_chunks if non_last else None,
+            seg_chunks=config.seg_chunks if worker_every else None, worker_every=worker_every,
         )  # fmt: skip
         return tbeta, gates, table
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.

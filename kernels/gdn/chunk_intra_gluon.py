@@ -32,7 +32,7 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
 1288 instructions a warp against the Triton launch's 2496, 99 registers (four programs per SM), 16 KiB,
 29 barriers (``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with fp16 solve operands
 and β folded into the decay's exponent (``chunk_common._log2_pair``). On the H200 (benchmarks/RESULTS.md,
-the prefill's "Steps since the last side-by-side run"): this launch 0.202 ms on 16×2048, 0.100 on 16k,
+the prefill's "Steps between the side-by-side runs"): this launch 0.202 ms on 16×2048, 0.100 on 16k,
 0.407 on 64k, against 0.212 / 0.105 / 0.430 with D^{-1}'s rows stored one by one and the four-product
 solve (1352 instructions, 110 registers, 44 barriers). Forms measured slower: the gate vectors whole in
 every warp (each warp loading all of g and β; 7–11% slower here, though they help the fused pass's
@@ -42,7 +42,7 @@ It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launch
 (``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
 (the Gluon state pass reads no schedule). A chunk's math is ``_gate_loads``, ``_gate_sums`` and
 ``_tbeta_of_chunk``, which ``chunk_gluon_fused``'s worker warpgroup runs too; before that pass this
-launch takes ``seg_chunks`` and writes only the chunks the segment pass reads (``NON_LAST``).
+launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker makes (``WORKER_EVERY``).
 """
 
 from __future__ import annotations
@@ -285,7 +285,7 @@ def _tbeta_of_a(a, b_c):
 def _gdn_gluon_intra_kernel(
     k_desc, t_desc, g, beta, state_indices, cu_seqlens, tbeta, gates, n_tokens, N, seg_chunks,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, BN: gl.constexpr, LAUNCH_DEPENDENTS: gl.constexpr,
-    NON_LAST: gl.constexpr,
+    WORKER_EVERY: gl.constexpr,
 ):  # fmt: skip
     if LAUNCH_DEPENDENTS:
         # the Gluon state pass after this launch (``gluon_pdl``) may start its programs; it waits for
@@ -297,9 +297,10 @@ def _gdn_gluon_intra_kernel(
     n, bos, eos, j = _locate(cu_seqlens, N, pid, BN)
     if n >= N:
         return
-    if NON_LAST:  # only the chunks the segment pass reads: none of a sequence's last segment
+    if WORKER_EVERY > 0:  # not the chunks of a sequence's last segment whose Tβ the fused pass makes
         if j // seg_chunks == ((eos - bos + 63) // 64 - 1) // seg_chunks:
-            return
+            if (j % seg_chunks) % WORKER_EVERY == WORKER_EVERY - 1:
+                return
     if gl.load(state_indices + n) < 0:
         return  # padding: the state pass reads nothing of it
     tok0 = (bos + j * 64).to(gl.int32)  # TMA coordinates are 32-bit
@@ -347,12 +348,14 @@ def launch(
     gates,
     dependents: bool = False,
     seg_chunks: int | None = None,
+    worker_every: int = 0,
 ) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
     is not padding, as ``chunk_intra._launch_intra`` writes them (no schedule). ``dependents``: the next
-    launch is this one's programmatic dependent (``gluon_pdl``). ``seg_chunks``: only the chunks of a
-    sequence's segments of that many chunks but its last (what the Triton segment pass reads, where the
-    state pass makes its own: ``chunk_gluon_fused``)."""
+    launch is this one's programmatic dependent (``gluon_pdl``). ``seg_chunks`` and ``worker_every``
+    n ≥ 1: a sequence's segments of that many chunks but its last, and of its last segment the chunks c
+    with c % n != n − 1 (``chunk_gluon_fused``'s worker makes the others' Tβ; n = 1: only what the
+    Triton segment pass reads)."""
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
@@ -360,5 +363,5 @@ def launch(
     _gdn_gluon_intra_kernel[(T // CHUNK + N, HV)](
         *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, T, N, seg_chunks or 1,
         H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents,
-        NON_LAST=seg_chunks is not None, num_warps=4,
+        WORKER_EVERY=worker_every, num_warps=4,
     )  # fmt: skip

@@ -287,6 +287,11 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
     assert not chunk._fused_state(x, x, x, on)  # not on a CUDA GPU
     with pytest.raises(ValueError, match="gluon_fused_tbeta must be 'intra' or 'worker', not 'intr'"):
         chunk._fused_state(x, x, x, on._replace(gluon_fused_tbeta="intr"))
+    for bad in (0, -2, 1.5, True, "2"):
+        with pytest.raises(
+            ValueError, match=f"gluon_fused_worker_every must be an int of at least 1, not {bad!r}"
+        ):
+            chunk._fused_state(x, x, x, on._replace(gluon_fused_tbeta="worker", gluon_fused_worker_every=bad))
     monkeypatch.setattr(chunk_gluon_fused, "supported", lambda q, k, v: True)
     monkeypatch.setattr(chunk_intra_gluon, "supported", lambda k: True)
     assert chunk._fused_state(x, x, x, on)
@@ -307,19 +312,24 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
             return lambda *args, **kwargs: None
 
     monkeypatch.setattr(chunk_intra, "_gdn_chunk_intra_kernel", NoLaunch())
-    monkeypatch.setattr(chunk_intra_gluon, "launch", lambda *a, **kw: asked.append(kw["seg_chunks"]))
+    monkeypatch.setattr(
+        chunk_intra_gluon, "launch", lambda *a, **kw: asked.append((kw["seg_chunks"], kw["worker_every"]))
+    )
     g, idx, cu = (
         torch.zeros(64, 2),
         torch.zeros(1, dtype=torch.int32),
         torch.tensor([0, 64], dtype=torch.int32),
     )
-    for non_last in (False, True):
-        chunk_intra._launch_intra(x, g, g, idx, cu, on._replace(seg_chunks=7), non_last=non_last)
-    assert asked == [None, 7]
-    # and the prefill asks for that only where the fused pass's worker makes Tβ
+    for every in (0, 1, 3):
+        chunk_intra._launch_intra(x, g, g, idx, cu, on._replace(seg_chunks=7), worker_every=every)
+    assert asked == [(None, 0), (7, 1), (7, 3)]
+    # and the prefill asks for that only where the fused pass's worker makes Tβ, for the chunks it makes
     worker = on._replace(gluon_fused_tbeta="worker")
-    assert chunk._intra_non_last(True, worker) and not chunk._intra_non_last(False, worker)
-    assert not chunk._intra_non_last(True, on)
+    assert chunk._intra_worker_every(True, worker) == 1 and chunk._intra_worker_every(False, worker) == 0
+    every_2 = worker._replace(gluon_fused_worker_every=2)
+    assert chunk._intra_worker_every(True, every_2) == 2
+    assert chunk._intra_worker_every(True, on) == 0
+    assert chunk._intra_worker_every(True, on._replace(gluon_fused_worker_every=2)) == 0  # Tβ from intra
 
 
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():

@@ -41,11 +41,26 @@ BATCH = dict(intra=True, batch=128)
 FUSED = dict(intra=True, batch=128, gluon_fused=True)
 
 
-@pytest.fixture(params=["worker", "intra"], ids=["tbeta-by-worker", "tbeta-loaded"])
+# Where the fused pass's Tβ comes from (``LaunchConfig.gluon_fused_tbeta``, ``gluon_fused_worker_every``):
+# its worker warpgroup for every chunk, the full intra launch (copied in by TMA, a partial chunk by
+# masked loads), or the worker for every n-th chunk of a segment and the intra launch for the others
+SOURCES = {
+    "tbeta-by-worker": dict(gluon_fused_tbeta="worker"),
+    "tbeta-loaded": dict(gluon_fused_tbeta="intra"),
+    "worker-every-2": dict(gluon_fused_tbeta="worker", gluon_fused_worker_every=2),
+    "worker-every-3": dict(gluon_fused_tbeta="worker", gluon_fused_worker_every=3),
+}
+
+
+@pytest.fixture(params=list(SOURCES))
 def source(request):
-    """Where the fused pass's Tβ comes from (``LaunchConfig.gluon_fused_tbeta``): its worker warpgroup,
-    or the full intra launch (copied in by TMA, a partial chunk by masked loads)."""
-    return request.param
+    """The ``LaunchConfig`` fields of one source of the fused pass's Tβ (``SOURCES``)."""
+    return SOURCES[request.param]
+
+
+def _every(source) -> int:
+    """The intra launch's ``worker_every`` for ``source`` (0: it writes every chunk)."""
+    return source.get("gluon_fused_worker_every", 1) if source["gluon_fused_tbeta"] == "worker" else 0
 
 
 def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, normalizer=1.0, **dims):
@@ -61,7 +76,7 @@ def _run_both(gluon, low, upcast, source, **fields):
     gluon.on(**BATCH, **fields)
     o_batch = gdn.prefill(**batch, backend="triton")
     assert gluon.calls == ["batch128"], "the batch pass did not run"
-    gluon.on(**FUSED, gluon_fused_tbeta=source, **fields)
+    gluon.on(**FUSED, **source, **fields)
     o = gdn.prefill(**low, backend="triton")
     assert gluon.calls == ["batch128", "fused"], "the fused pass did not run"
     o_ref = gdn.prefill(**upcast, backend="torch")
@@ -94,10 +109,10 @@ def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case, source
     before = clone_inputs(low)
     o, batch_run, reference_run = _run_both(gluon, low, upcast, source)
     _assert_matches(o, low, batch_run, reference_run)
-    # the fused run's intra launch was asked only for the chunks the segment pass reads where the
-    # worker makes Tβ, for every chunk where it is loaded
-    fused_intra = gluon.intra_seg_chunks[-1]
-    assert (fused_intra is None) == (source == "intra") and gluon.intra_seg_chunks[0] is None
+    # the fused run's intra launch left out the chunks whose Tβ the worker makes, and wrote every chunk
+    # for the batch pass
+    assert gluon.intra_worker_every == [0, _every(source)]
+    assert (gluon.intra_seg_chunks[-1] is None) == (not _every(source)) and gluon.intra_seg_chunks[0] is None
     assert_padding_left_alone(before, low["state_pool"], o)
 
 
@@ -109,7 +124,8 @@ def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(
     low, upcast = _inputs(seqlens, seed=5, pad=1, **FEW_HEADS)
     o, batch_run, reference_run = _run_both(gluon, low, upcast, source, seg_chunks=4)
     _assert_matches(o, low, batch_run, reference_run)
-    assert gluon.intra_seg_chunks == [None, 4 if source == "worker" else None]
+    assert gluon.intra_seg_chunks == [None, 4 if _every(source) else None]
+    assert gluon.intra_worker_every == [0, _every(source)]
 
 
 @pytest.mark.parametrize("normalizer", [1, 100], ids=["strong-decay", "weak-decay"])
@@ -123,7 +139,7 @@ def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(gluon, normaliz
 def test_fused_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, source):
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
-    gluon.on(**FUSED, gluon_fused_tbeta=source)
+    gluon.on(**FUSED, **source)
     assert_prefill_replay_matches_eager(low, fresh)
     assert set(gluon.calls) == {"fused"}, "the fused pass did not run"
 

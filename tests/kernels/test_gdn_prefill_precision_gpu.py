@@ -66,6 +66,9 @@ PATHS = {
     # launch's (the default for bf16 batches) or made there too
     "gluon-fused": dict(BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="intra"),
     "gluon-fused-worker": dict(BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker"),
+    "gluon-fused-every2": dict(
+        BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker", gluon_fused_worker_every=2
+    ),
 }
 
 

@@ -103,16 +103,17 @@ def test_the_fused_state_pass_compiles_with_its_worker_warpgroup_and_fits_an_sm(
     assert done.returncode == 0, done.stderr
     row = re.compile(r"gluon_fused\s+(\S.*?)\s+(\d+)\s+\d+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s")
     rows = {m.group(1): m.groups()[1:] for m in map(row.match, done.stdout.splitlines()) if m}
-    # Tβ copied in (the default), at K = 64, and Tβ made by the worker
-    assert set(rows) == {"default", "K=64", "Tβ by the worker"}, done.stdout
+    # Tβ copied in (the default), at K = 64, Tβ made by the worker, and by it for every 2nd / 3rd chunk
+    made = {"Tβ by the worker", "worker Tβ every 2", "worker Tβ every 3"}
+    assert set(rows) == {"default", "K=64"} | made, done.stdout
     for variant, (warps, regs, spills, smem, fit) in rows.items():
         # the state warpgroups' warps launched (the worker's four are added by warp_specialize: 384
         # threads, 168 registers a thread at entry)
         assert int(warps) == 8 and int(regs) == 65536 // 384 // 8 * 8, done.stdout
         assert int(fit) == 1 and float(smem) <= 227, done.stdout
-        # none where the worker copies Tβ in (the default, K = 64); a few where it makes Tβ (at 120
-        # registers a thread)
-        assert int(spills) < 256 if variant == "Tβ by the worker" else int(spills) == 0, done.stdout
+        # none where the worker copies Tβ in (the default, K = 64); a few at most where it makes Tβ (at
+        # 120 registers a thread)
+        assert int(spills) < 256 if variant in made else int(spills) == 0, done.stdout
 
 
 def test_the_lightning_prefill_compiles_for_sm90_with_tma_tiles_and_no_spills():
