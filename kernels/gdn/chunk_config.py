@@ -68,8 +68,9 @@ class LaunchConfig(NamedTuple):
     # ``gluon_batch_stages``.
     gluon_fused: bool = False
     # Where ``gluon_fused``'s Tβ comes from: "intra" (the intra launch's, over every chunk, copied in by
-    # the worker) or "worker" (made by the worker beside P; the intra launch then writes only what the
-    # segment pass reads): slower, the worker's chain longer than the state's step (``launch_config``)
+    # the worker) or "worker" (made by the worker beside P, for the chunks ``gluon_fused_worker_every``
+    # says; the intra launch writes the rest): slower, the worker's chain longer than the state's step
+    # (``launch_config``)
     gluon_fused_tbeta: Literal["intra", "worker"] = "intra"
     # With "worker": the worker makes the Tβ of a segment's every n-th chunk (chunk c with c % n == n − 1)
     # and copies in the intra launch's for the others, which the intra launch then writes (1: the

@@ -18,8 +18,10 @@ class GluonSwitch:
         self.calls = []
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
         self.gluon_intra = []  # Gluon intra launches (``gluon_intra``)
-        self.intra_seg_chunks = []  # their ``seg_chunks`` (None: every chunk; else the segment pass's)
-        self.intra_worker_every = []  # their ``worker_every`` (0: every chunk; ``chunk_config.worker_every``)
+        # their ``worker_every`` (0: every chunk; else which ones the fused pass's worker makes, of the
+        # last segment of ``seg_chunks`` chunks: ``chunk_intra_gluon.launch``) and ``seg_chunks``
+        self.intra_worker_every = []
+        self.intra_seg_chunks = []
         self._monkeypatch = monkeypatch
         launch_intra = chunk_intra_gluon.launch
 
@@ -36,8 +38,8 @@ class GluonSwitch:
 
         def counted_intra(*args, **kwargs):
             self.gluon_intra.append(args[0].shape)
-            self.intra_seg_chunks.append(kwargs.get("seg_chunks"))
             self.intra_worker_every.append(kwargs.get("worker_every", 0))
+            self.intra_seg_chunks.append(kwargs.get("seg_chunks", 1))
             return launch_intra(*args, **kwargs)
 
         counted(chunk_gluon, "gluon")

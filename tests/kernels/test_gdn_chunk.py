@@ -322,7 +322,7 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
     )
     for every in (0, 1, 3):
         chunk_intra._launch_intra(x, g, g, idx, cu, on._replace(seg_chunks=7), worker_every=every)
-    assert asked == [(None, 0), (7, 1), (7, 3)]
+    assert asked == [(7, 0), (7, 1), (7, 3)]
     # and the prefill asks for that only where the fused pass's worker makes Tβ, for the chunks it makes
     worker = on._replace(gluon_fused_tbeta="worker")
     assert chunk._intra_worker_every(True, worker) == 1 and chunk._intra_worker_every(False, worker) == 0

@@ -6,9 +6,9 @@ fp32 torch reference.
 
 What it adds to the batch pass's edges (``test_gdn_chunk_gluon_gpu.py``): the worker's handshake with the
 state warpgroups over many chunks, a sequence's partial last chunk taken by TMA with its rows past the end
-held out by β = 0 (and its copied-in Tβ by masked loads), the intra launch cut to the chunks the segment
-pass reads where the worker makes Tβ (none of a sequence's last segment) while split sequences still get
-theirs, and CUDA-graph capture, each for both sources of Tβ. Each test checks that the fused pass ran, so
+held out by β = 0 (and its copied-in Tβ by masked loads), the intra launch cut to the chunks the worker
+copies in (none of a sequence's last segment where it makes every chunk's Tβ) while split sequences still
+get theirs, and CUDA-graph capture, each for every source of Tβ (``SOURCES``). Each test checks that the fused pass ran, so
 a fallback to the batch pass cannot pass for it.
 """
 
@@ -43,24 +43,21 @@ FUSED = dict(intra=True, batch=128, gluon_fused=True)
 
 # Where the fused pass's Tβ comes from (``LaunchConfig.gluon_fused_tbeta``, ``gluon_fused_worker_every``):
 # its worker warpgroup for every chunk, the full intra launch (copied in by TMA, a partial chunk by
-# masked loads), or the worker for every n-th chunk of a segment and the intra launch for the others
+# masked loads), or the worker for every n-th chunk of a segment and the intra launch for the others;
+# each with the ``worker_every`` the intra launch before the fused pass must be asked for (0: every chunk)
 SOURCES = {
-    "tbeta-by-worker": dict(gluon_fused_tbeta="worker"),
-    "tbeta-loaded": dict(gluon_fused_tbeta="intra"),
-    "worker-every-2": dict(gluon_fused_tbeta="worker", gluon_fused_worker_every=2),
-    "worker-every-3": dict(gluon_fused_tbeta="worker", gluon_fused_worker_every=3),
+    "tbeta-by-worker": (dict(gluon_fused_tbeta="worker"), 1),
+    "tbeta-loaded": (dict(gluon_fused_tbeta="intra"), 0),
+    "worker-every-2": (dict(gluon_fused_tbeta="worker", gluon_fused_worker_every=2), 2),
+    "worker-every-3": (dict(gluon_fused_tbeta="worker", gluon_fused_worker_every=3), 3),
 }
 
 
 @pytest.fixture(params=list(SOURCES))
 def source(request):
-    """The ``LaunchConfig`` fields of one source of the fused pass's Tβ (``SOURCES``)."""
+    """(the ``LaunchConfig`` fields of one source of the fused pass's Tβ, the intra launch's expected
+    ``worker_every``): ``SOURCES``."""
     return SOURCES[request.param]
-
-
-def _every(source) -> int:
-    """The intra launch's ``worker_every`` for ``source`` (0: it writes every chunk)."""
-    return source.get("gluon_fused_worker_every", 1) if source["gluon_fused_tbeta"] == "worker" else 0
 
 
 def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, normalizer=1.0, **dims):
@@ -71,12 +68,12 @@ def _inputs(seqlens, seed, pad=0, dtype=torch.bfloat16, normalizer=1.0, **dims):
 
 def _run_both(gluon, low, upcast, source, **fields):
     """(fused output, batch-pass output and inputs after it, reference output and inputs after it); the
-    fused run's inputs are ``low`` itself, its Tβ from ``source``."""
+    fused run's inputs are ``low`` itself, its Tβ from ``source`` (a ``SOURCES`` entry)."""
     batch = clone_inputs(low)
     gluon.on(**BATCH, **fields)
     o_batch = gdn.prefill(**batch, backend="triton")
     assert gluon.calls == ["batch128"], "the batch pass did not run"
-    gluon.on(**FUSED, **source, **fields)
+    gluon.on(**FUSED, **source[0], **fields)
     o = gdn.prefill(**low, backend="triton")
     assert gluon.calls == ["batch128", "fused"], "the fused pass did not run"
     o_ref = gdn.prefill(**upcast, backend="torch")
@@ -111,8 +108,7 @@ def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case, source
     _assert_matches(o, low, batch_run, reference_run)
     # the fused run's intra launch left out the chunks whose Tβ the worker makes, and wrote every chunk
     # for the batch pass
-    assert gluon.intra_worker_every == [0, _every(source)]
-    assert (gluon.intra_seg_chunks[-1] is None) == (not _every(source)) and gluon.intra_seg_chunks[0] is None
+    assert gluon.intra_worker_every == [0, source[1]]
     assert_padding_left_alone(before, low["state_pool"], o)
 
 
@@ -124,8 +120,7 @@ def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(
     low, upcast = _inputs(seqlens, seed=5, pad=1, **FEW_HEADS)
     o, batch_run, reference_run = _run_both(gluon, low, upcast, source, seg_chunks=4)
     _assert_matches(o, low, batch_run, reference_run)
-    assert gluon.intra_seg_chunks == [None, 4 if _every(source) else None]
-    assert gluon.intra_worker_every == [0, _every(source)]
+    assert gluon.intra_worker_every == [0, source[1]] and gluon.intra_seg_chunks[-1] == 4
 
 
 @pytest.mark.parametrize("normalizer", [1, 100], ids=["strong-decay", "weak-decay"])
@@ -139,7 +134,7 @@ def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(gluon, normaliz
 def test_fused_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, source):
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
-    gluon.on(**FUSED, **source)
+    gluon.on(**FUSED, **source[0])
     assert_prefill_replay_matches_eager(low, fresh)
     assert set(gluon.calls) == {"fused"}, "the fused pass did not run"
 
