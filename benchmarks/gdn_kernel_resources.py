@@ -300,6 +300,14 @@ VARIANTS = [
     ("gluon_intra", "non-last segments", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=1), 4, 1),
     ("gluon_intra", "all but every 2nd", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=2), 4, 1),
     (
+        "gluon_intra",
+        "before the fused pass",
+        dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=chunk_config.worker_every(_batch)),
+        4,
+        1,
+        dict(maxnreg=_batch.gluon_intra_maxnreg),
+    ),
+    (
         "gluon_fused",
         "default",
         dict(

@@ -53,6 +53,10 @@ class LaunchConfig(NamedTuple):
     # of 4k–64k tokens (Gluon state pass) and 10% on 16×2048 (Triton passes) than with the Triton intra
     # launch (benchmarks/RESULTS.md).
     gluon_intra: bool = False
+    # A register cap for the Gluon intra launch (``maxnreg``; None: none, 99 registers, four programs an
+    # SM). Before the fused pass, 96: five an SM, a few bytes spilled, 4% less time for the launch and 3%
+    # for the prefill on 16×2048; beside ``chunk_gluon``'s windows none (equal at 64k, 0.8% slower at 16k)
+    gluon_intra_maxnreg: int | None = None
     # Launch 3 of the Triton passes (the state pass over segments) is ``chunk_gluon_batch``'s where it
     # applies (sm_90, 16-bit q/k/v, V a multiple of its V tile): the state transposed in the wgmma
     # accumulator, one program an SM; the segment and carry launches before it as for the Triton one.
@@ -141,7 +145,10 @@ def launch_config(
       inputs). With it the state pass is the intra launch's programmatic dependent (``gluon_pdl``:
       0.7–1.6% less).
     - The intra launch in Gluon (``gluon_intra``) wherever it applies (sm_90, bf16), before either
-      state pass: 8–9% less time on one sequence, 10% on 16×2048.
+      state pass: 8–9% less time on one sequence, 10% on 16×2048. Before the Triton passes capped at
+      96 registers (``gluon_intra_maxnreg``; five programs an SM): the launch 0.192 against 0.201 ms
+      on 16×2048, the prefill 0.547 against 0.563, the same Tβ bit for bit; on one sequence (the
+      windows, its programs beside the state pass's) no gain, 0.430 against 0.427 at 16k.
     - Where the Triton passes run, their state pass is ``chunk_gluon_batch``'s (``gluon_batch``) where
       it applies, at V tiles of 128: one program an SM over (segment, value head), so the segments
       above (2·SMs // tiles of 64 = SMs // tiles of 128) fill the GPU as they do for the Triton pass.
@@ -178,6 +185,6 @@ def launch_config(
     windowed = gluon and num_seqs == 1 and num_tokens >= WINDOWED_TOKENS
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
-        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_batch=not gluon, gluon_fused=not gluon,
-        gluon_window_first=16 if windowed else 0,
+        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_intra_maxnreg=None if gluon else 96,
+        gluon_batch=not gluon, gluon_fused=not gluon, gluon_window_first=16 if windowed else 0,
     )  # fmt: skip

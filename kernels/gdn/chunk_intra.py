@@ -157,7 +157,7 @@ def _launch_intra(
 
         chunk_intra_gluon.launch(
             k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents,
-            seg_chunks=config.seg_chunks, worker_every=worker_every,
+            seg_chunks=config.seg_chunks, worker_every=worker_every, maxnreg=config.gluon_intra_maxnreg,
         )  # fmt: skip
         return tbeta, gates, table
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.

@@ -349,13 +349,15 @@ def launch(
     dependents: bool = False,
     seg_chunks: int = 1,
     worker_every: int = 0,
+    maxnreg: int | None = None,
 ) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
     is not padding, as ``chunk_intra._launch_intra`` writes them (no schedule). ``dependents``: the next
     launch is this one's programmatic dependent (``gluon_pdl``). ``worker_every`` n ≥ 1:
     only a sequence's segments of ``seg_chunks`` chunks but its last, and of its last segment the chunks
     c with c % n != n − 1 (``chunk_gluon_fused``'s worker makes the others' Tβ; n = 1: only what the
-    Triton segment pass reads); 0: every chunk (``seg_chunks`` unread)."""
+    Triton segment pass reads); 0: every chunk (``seg_chunks`` unread). ``maxnreg``: a register cap
+    (``LaunchConfig.gluon_intra_maxnreg``; None: none)."""
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
@@ -363,5 +365,5 @@ def launch(
     _gdn_gluon_intra_kernel[(T // CHUNK + N, HV)](
         *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, T, N, seg_chunks,
         H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents,
-        WORKER_EVERY=worker_every, num_warps=4,
+        WORKER_EVERY=worker_every, num_warps=4, **({"maxnreg": maxnreg} if maxnreg else {}),
     )  # fmt: skip

@@ -246,6 +246,8 @@ def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_on
     assert cfg.gluon_state == gluon
     assert cfg.gluon_pdl == gluon  # the state pass as the intra launch's programmatic dependent
     assert cfg.gluon_intra  # the intra launch in Gluon, before either state pass (where it applies)
+    # capped (five programs an SM) before the Triton passes only: beside the windows it gained nothing
+    assert cfg.gluon_intra_maxnreg == (None if gluon else 96)
     assert cfg.gluon_batch == (not gluon)  # else the Triton passes, their state pass chunk_gluon_batch's
     assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
 
