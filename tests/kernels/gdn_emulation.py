@@ -36,7 +36,11 @@ mattered). Runs on any device, in float64. What each switch models:
   the state pass: not in the kernels);
 - ``wy``: instead of ``Tβ(V − exp(γ)⊙(K S))``, the WY vectors ``w = Tβ (exp(γ)⊙K)`` and ``u = Tβ V`` are
   formed from 16-bit operands and stored in 16 bits, then ``v_new = u − w S`` is rounded (fla's form,
-  with ``FLA_ROUNDINGS``: to check this model against fla's measured errors).
+  with ``FLA_ROUNDINGS``: to check this model against fla's measured errors); ``wy_in_pass``: the same
+  vectors made by a state pass from the stored Tβ, one product shorter on the state's chain (K S and
+  Tβ(·) become one product w S): w = Tβ (exp(γ)⊙K) on 16-bit operands (K's rows scaled in fp32 first),
+  rounded to 16 bits as that product's operand, u = Tβ V and v_new = u − w S in fp32 (not in the
+  kernels).
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ class Roundings:
     p_16: bool = True
     carry: str = "tf32"
     wy: bool = False
+    wy_in_pass: bool = False
     beta_in_t: bool = True
 
 
@@ -265,6 +270,10 @@ def _step(seq: tuple, c: int, state: torch.Tensor, roundings: Roundings, scale: 
         w = round_to(dot(t16, round_to(k_c * decayed * b, dtype), "input", dtype), dtype)
         u = round_to(dot(t16, round_to(v_c * b, dtype), "input", dtype), dtype)
         v_new = round_to(u - dot(w, state_op, "input", dtype), dtype)
+    elif roundings.wy_in_pass:
+        w = round_to(dot(t_c, round_to(k_c * decayed, dtype), "input", dtype), dtype)
+        u = dot(t_c, v_c, "input", dtype)
+        v_new = round_to(u - dot(w, state_op, "input", dtype), torch.float32)
     else:
         residual = v_c - dot(k_c, state_op, "input", dtype) * decayed
         if not roundings.beta_in_t:  # (I + A)^{-1} stored, β applied to the residual's rows

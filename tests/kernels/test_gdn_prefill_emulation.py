@@ -177,3 +177,15 @@ def test_a_shorter_solve_keeps_the_kernels_precision(family, merge):
     assert rel(ours, exact) <= bound * rel(current, exact)
     for err, err_now in zip(_errors(family, shorter), _errors(family, series)):
         assert err <= bound * err_now
+
+
+def test_the_wy_vectors_made_in_the_state_pass_keep_the_kernels_precision(family):
+    # v_new = u − w S with w = Tβ (exp(γ)⊙K) rounded to 16 bits and u = Tβ V in fp32: one product fewer
+    # on the state's chain than Tβ (V − exp(γ)⊙(K S)), at the Gluon kernels' errors or under them
+    dtype = family[3]
+    now = kernel_roundings(dtype, gluon_intra=True)
+    wy = dataclasses.replace(now, wy_in_pass=True)
+    errors, errors_now = _errors(family, wy), _errors(family, now)
+    assert errors != errors_now  # another form, not the same roundings
+    for err, err_now in zip(errors, errors_now):
+        assert err <= 1.05 * err_now
