@@ -315,16 +315,20 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
 
     monkeypatch.setattr(chunk_intra, "_gdn_chunk_intra_kernel", NoLaunch())
     monkeypatch.setattr(
-        chunk_intra_gluon, "launch", lambda *a, **kw: asked.append((kw["seg_chunks"], kw["worker_every"]))
+        chunk_intra_gluon,
+        "launch",
+        lambda *a, **kw: asked.append((kw["seg_chunks"], kw["worker_every"], kw["maxnreg"])),
     )
     g, idx, cu = (
         torch.zeros(64, 2),
         torch.zeros(1, dtype=torch.int32),
         torch.tensor([0, 64], dtype=torch.int32),
     )
-    for every in (0, 1, 3):
-        chunk_intra._launch_intra(x, g, g, idx, cu, on._replace(seg_chunks=7), worker_every=every)
-    assert asked == [(7, 0), (7, 1), (7, 3)]
+    for every, cap in ((0, None), (1, 96), (3, 80)):
+        config = on._replace(seg_chunks=7, gluon_intra_maxnreg=cap)
+        chunk_intra._launch_intra(x, g, g, idx, cu, config, worker_every=every)
+    # the config's register cap reaches the Gluon launch as it is (None: uncapped)
+    assert asked == [(7, 0, None), (7, 1, 96), (7, 3, 80)]
     # and the prefill asks for that only where the fused pass's worker makes Tβ, for the chunks it makes
     worker = on._replace(gluon_fused_tbeta="worker")
     assert chunk._intra_worker_every(True, worker) == 1 and chunk._intra_worker_every(False, worker) == 0
