@@ -150,13 +150,13 @@ KERNELS = {
     "segment": (chunk_state._gdn_chunk_segment_kernel, SHAPES | dict(BN=2, IN_PREC=None)),
     "state": (chunk_state._gdn_chunk_state_kernel, SHAPES | dict(BN=2, IN_PREC=None, TMA=True)),
     "carry": (chunk_state._gdn_chunk_carry_kernel, dict(HV=HV, K=K, V=V, BK=K, BN=2, PREC="tf32")),
-    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False)),
+    "gluon_state": (chunk_gluon._gdn_gluon_state_kernel, dict(H=H, HV=HV, K=K, V=V, PDL=False, P_IN=False)),
     "gluon_batch": (chunk_gluon_batch._gdn_gluon_batch_state_kernel, dict(H=H, HV=HV, K=K, V=V)),
     "gluon_fused": (
         chunk_gluon_fused._gdn_gluon_fused_state_kernel,
         dict(H=H, HV=HV, K=K, V=V, BV=chunk_gluon_fused.BLOCK_V),
     ),
-    "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2)),
+    "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2, STORE_P=False)),
     # K̃ by chunk, as for the state pass's TMA tiles
     "kda_intra": (
         kda_chunk._kda_intra_kernel,
@@ -293,12 +293,14 @@ VARIANTS = [
     ("carry", "8 warps", dict(BV=_default.block_v), 8, _default.carry_stages),
     ("gluon_state", "default", dict(BV=chunk_gluon.BLOCK_V), 4, 1),
     ("gluon_state", "PDL after intra", dict(BV=chunk_gluon.BLOCK_V, PDL=True), 4, 1),
+    ("gluon_state", "P from the intra launch", dict(BV=chunk_gluon.BLOCK_V, P_IN=True), 4, 1),
     ("gluon_batch", "default", dict(BV=_batch.gluon_batch_block_v, STAGES=_batch.gluon_batch_stages), 8, 1),
     ("gluon_batch", "2 stages", dict(BV=_batch.gluon_batch_block_v, STAGES=2), 8, 1),
     ("gluon_batch", "BV=64, 4 warps", dict(BV=64, STAGES=_batch.gluon_batch_stages), 4, 1),
     ("gluon_intra", "PDL primary", dict(LAUNCH_DEPENDENTS=True, WORKER_EVERY=0), 4, 1),
     ("gluon_intra", "non-last segments", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=1), 4, 1),
     ("gluon_intra", "all but every 2nd", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=2), 4, 1),
+    ("gluon_intra", "P stored", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=0) | dict(STORE_P=True), 4, 1),
     (
         "gluon_intra",
         "before the fused pass",

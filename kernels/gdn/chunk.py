@@ -115,7 +115,7 @@ import torch
 from stampgen.kernels.gdn import chunk_common
 from stampgen.kernels.gdn.chunk_common import _INTERPRET, CHUNK
 from stampgen.kernels.gdn.chunk_config import LaunchConfig, launch_config, worker_every
-from stampgen.kernels.gdn.chunk_intra import _launch_intra
+from stampgen.kernels.gdn.chunk_intra import _launch_intra, _p_of
 from stampgen.kernels.gdn.chunk_state import _launch_carry, _launch_segments, _launch_state
 from stampgen.kernels.gdn.chunk_tma import tma_addressable
 
@@ -166,10 +166,13 @@ def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, s
         _gluon_prefill_windows(q, k, v, g, beta, o, state_pool, state_indices, scale, config, bounds)
         return
     pdl = config.gluon_pdl
+    p_of = _p_of(q, k, g.shape[1], scale, config)
     tbeta, gates, _ = _launch_intra(
-        k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False
+        k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False, p_of=p_of
     )
-    chunk_gluon.launch_state(q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl)
+    chunk_gluon.launch_state(
+        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl, p=p_of and p_of[1]
+    )
 
 
 def windows(num_tokens: int, num_seqs: int, config: LaunchConfig) -> list[tuple[int, int]]:
@@ -220,8 +223,11 @@ def _gluon_prefill_windows(q, k, v, g, beta, o, state_pool, state_indices, scale
 
     def intra(a: int, b: int):
         cu = torch.arange(0, 2 * (b - a), b - a, dtype=torch.int32, device=q.device)  # [0, b - a]
-        tbeta, gates, _ = _launch_intra(k[a:b], g[a:b], beta[a:b], state_indices, cu, config, schedule=False)
-        return cu, tbeta, gates
+        p_of = _p_of(q[a:b], k[a:b], g.shape[1], scale, config)
+        tbeta, gates, _ = _launch_intra(
+            k[a:b], g[a:b], beta[a:b], state_indices, cu, config, schedule=False, p_of=p_of
+        )
+        return cu, tbeta, gates, p_of and p_of[1]
 
     side.wait_stream(main)
     made = [intra(*bounds[0])]
@@ -231,9 +237,9 @@ def _gluon_prefill_windows(q, k, v, g, beta, o, state_pool, state_indices, scale
             with torch.cuda.stream(side):
                 made.append(intra(*bounds[i + 1]))
                 ready = side.record_event()
-        cu, tbeta, gates = made[i]
+        cu, tbeta, gates, p = made[i]
         chunk_gluon.launch_state(
-            q[a:b], k[a:b], v[a:b], gates, tbeta, o[a:b], state_pool, state_indices, cu, scale
+            q[a:b], k[a:b], v[a:b], gates, tbeta, o[a:b], state_pool, state_indices, cu, scale, p=p
         )
         if ready is not None:
             main.wait_event(ready)

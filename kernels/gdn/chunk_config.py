@@ -88,6 +88,11 @@ class LaunchConfig(NamedTuple):
     # one before it does). No PDL between them (``gluon_pdl`` is for the unwindowed call).
     gluon_window_first: int = 0
     gluon_window_growth: float = 1.5
+    # With ``gluon_state`` and the Gluon intra launch: P = scale (Q Kᵀ ⊙ E) made once per chunk and value
+    # head by the intra launch (the same bits) and read by ``chunk_gluon``'s state pass from shared
+    # memory, where each of its V-tile programs makes it again (its chunk step 824 → 551 instructions,
+    # 255 → 134 registers; the intra launch 1288 → 1648 instructions).
+    gluon_p_from_intra: bool = False
 
 
 def worker_every(config: LaunchConfig) -> int:

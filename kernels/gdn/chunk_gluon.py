@@ -21,6 +21,12 @@ each dot operand's register layout; Gluon (shipped inside Triton 3.6) states bot
   (arithmetic on them right at the load stalled every step on its latency, 22% of the samples;
   arithmetic at the top of the next step made ptxas serialize the wgmmas, C7515).
 
+With ``P_IN`` (``LaunchConfig.gluon_p_from_intra``) P comes made by the intra launch (the same bits,
+``chunk_intra_gluon._store_p``), a fifth TMA tile a chunk, and the output rows' wgmma reads it from shared
+memory: no Q Kᵀ, no P arithmetic and no γ by the [64, 64] tile here (824 → 551 instructions a step, 255 →
+134 registers); the output rows' wgmma of step c − 1 is then waited for before step c's copies refill its
+buffer.
+
 A sequence's partial last chunk runs once more after the loop with masked pointer loads into the same
 shared-memory tiles and masked stores (TMA tiles would reach into the next sequence's rows).
 
@@ -88,25 +94,36 @@ def _chunk_load(base, offs, n_rows, FULL: gl.constexpr):
 
 
 @gluon.jit
-def _gate_loads(gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FULL: gl.constexpr):
+def _gate_loads(
+    gam_of_hv, after_of_hv, tok0, n_rows, r_v, r_t, c_t, FULL: gl.constexpr, P_IN: gl.constexpr = False
+):
     """The gate sums of the chunk at ``tok0`` as loaded (rows past ``n_rows`` as 0): γ by rows of both
     tile shapes and by columns, γ_C − γ by rows, and γ_0, γ_C − γ_0. No arithmetic here (see above).
     ``FULL``: the caller knows the chunk is whole (no masks: the chunk loop's loads, fewer instructions
-    and registers a step)."""
+    and registers a step). ``P_IN``: P comes made, so γ by the [64, 64] tile's rows and columns is not
+    loaded (γ by the value tile's rows stands in for both, unread)."""
     gam_v = _chunk_load(gam_of_hv + tok0, r_v, n_rows, FULL)
     after_v = _chunk_load(after_of_hv + tok0, r_v, n_rows, FULL)
-    b_row = _chunk_load(gam_of_hv + tok0, r_t, n_rows, FULL)
-    b_col = _chunk_load(gam_of_hv + tok0, c_t, n_rows, FULL)
+    if P_IN:
+        b_row = gam_v
+        b_col = gam_v
+    else:
+        b_row = _chunk_load(gam_of_hv + tok0, r_t, n_rows, FULL)
+        b_col = _chunk_load(gam_of_hv + tok0, c_t, n_rows, FULL)
     gam0 = gl.load(gam_of_hv + tok0)
     after0 = gl.load(after_of_hv + tok0)
     return gam_v, after_v, gam0, after0, b_row, b_col
 
 
 @gluon.jit
-def _gates_ready(loads):
-    """(γ, exp(γ_C − γ), exp(γ_C), γ·log2 e by rows, by columns) from ``_gate_loads``."""
+def _gates_ready(loads, P_IN: gl.constexpr = False):
+    """(γ, exp(γ_C − γ), exp(γ_C), γ·log2 e by rows, by columns) from ``_gate_loads`` (with ``P_IN`` the
+    last two unread, as loaded)."""
     gam_v, after_v, gam0, after0, b_row, b_col = loads
-    return gam_v, gl.exp(after_v), gl.exp(gam0 + after0), b_row * _LOG2E, b_col * _LOG2E
+    if not P_IN:
+        b_row = b_row * _LOG2E
+        b_col = b_col * _LOG2E
+    return gam_v, gl.exp(after_v), gl.exp(gam0 + after0), b_row, b_col
 
 
 @gluon.jit
@@ -121,20 +138,26 @@ def _masked_p(qk, b_row, b_col, rows, cols, log2_scale):
 
 
 @gluon.jit
-def _issue_reads(q_t, k_t, s_s, acc_v: gl.constexpr, acc_t: gl.constexpr, BV: gl.constexpr):
-    """K S, Q S and Q Kᵀ as async wgmma, in the order the step waits for them."""
+def _issue_reads(
+    q_t, k_t, s_s, acc_v: gl.constexpr, acc_t: gl.constexpr, BV: gl.constexpr, P_IN: gl.constexpr
+):
+    """K S, Q S and Q Kᵀ as async wgmma, in the order the step waits for them (with ``P_IN`` no Q Kᵀ:
+    ``qk`` is Q S again, unread)."""
     ks = warpgroup_mma(k_t, s_s, gl.zeros([64, BV], gl.float32, acc_v), use_acc=False, is_async=True)
     qs = warpgroup_mma(q_t, s_s, gl.zeros([64, BV], gl.float32, acc_v), use_acc=False, is_async=True)
-    qk = warpgroup_mma(
-        q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc_t), use_acc=False, is_async=True
-    )
+    if P_IN:
+        qk = qs
+    else:
+        qk = warpgroup_mma(
+            q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc_t), use_acc=False, is_async=True
+        )
     return ks, qs, qk
 
 
 @gluon.jit
 def _finish(
     ks, qs, qk, state, k_t, v_t, t_t, u_s, n_s, d_s, gates, log2_scale, scale,
-    acc_v: gl.constexpr, p_op: gl.constexpr, r_t, c_t, o_desc, o_buf, row, col, has_out,
+    acc_v: gl.constexpr, p_op: gl.constexpr, r_t, c_t, o_desc, o_buf, row, col, has_out, p_t=None,
 ):  # fmt: skip
     """The rest of a chunk step once ``_issue_reads`` is in flight (and nothing else but them):
     ``v_new = Tβ (V − exp(γ)⊙(K S))``, ``P = scale (Q Kᵀ ⊙ E)``, the next state
@@ -145,7 +168,10 @@ def _finish(
     dt: gl.constexpr = u_s.dtype
     gam_v, to_end, decay_c, b_row, b_col = gates
     v_c = v_t.load(acc_v).to(gl.float32)
-    ks = warpgroup_mma_wait(num_outstanding=2, deps=(ks,))
+    if p_t is None:  # Q S and Q Kᵀ behind it
+        ks = warpgroup_mma_wait(num_outstanding=2, deps=(ks,))
+    else:  # Q S behind it
+        ks = warpgroup_mma_wait(num_outstanding=1, deps=(ks,))
     u_s.store((v_c - ks * gl.exp(gam_v)[:, None]).to(dt))
     fence_async_shared()
     gl.thread_barrier()
@@ -153,9 +179,13 @@ def _finish(
     if has_out:  # the previous chunk's rows, stored to o_buf before the fence and barrier above
         tma.async_copy_shared_to_global(o_desc, [row, col], o_buf)
 
-    # P while Tβ (·) runs
-    qs, qk = warpgroup_mma_wait(num_outstanding=1, deps=(qs, qk))
-    p = gl.convert_layout(_masked_p(qk, b_row, b_col, r_t, c_t, log2_scale).to(dt), p_op)
+    # P while Tβ (·) runs (with ``p_t``: the intra launch's, read by the wgmma from shared memory)
+    if p_t is None:
+        qs, qk = warpgroup_mma_wait(num_outstanding=1, deps=(qs, qk))
+        p = gl.convert_layout(_masked_p(qk, b_row, b_col, r_t, c_t, log2_scale).to(dt), p_op)
+    else:
+        qs = warpgroup_mma_wait(num_outstanding=1, deps=(qs,))
+        p = p_t
     o_init = qs * (gl.exp(gam_v) * scale)[:, None]
 
     v_new = warpgroup_mma_wait(num_outstanding=0, deps=(v_new,))
@@ -167,7 +197,19 @@ def _finish(
     state = warpgroup_mma(k_t.permute((1, 0)), d_s, state * decay_c, is_async=True)
     out = warpgroup_mma(p, n_s, o_init, is_async=True)
     state = warpgroup_mma_wait(num_outstanding=1, deps=(state,))
+    if p_t is not None:
+        p = 0  # no register P to keep alive
     return out, p, state
+
+
+@gluon.jit
+def _wait_out(out, p, P_IN: gl.constexpr):
+    """The output rows' wgmma waited for (with its register operand P, unless ``P_IN``)."""
+    if P_IN:
+        out = warpgroup_mma_wait(num_outstanding=0, deps=(out,))
+    else:
+        out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
+    return out
 
 
 @gluon.jit
@@ -239,11 +281,11 @@ def _copy_tiles(descs, bufs, bars, buf, row, cols, nbytes: gl.constexpr, pred):
 
 @gluon.jit
 def _gdn_gluon_state_kernel(
-    q_desc, k_desc, v_desc, t_desc, o_desc,
-    q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
+    q_desc, k_desc, v_desc, t_desc, o_desc, p_desc,
+    q, k, v, tbeta, o, p_in, gates, state_pool, state_indices, cu_seqlens,
     n_tokens, pool_slot_stride, scale,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    PDL: gl.constexpr,
+    PDL: gl.constexpr, P_IN: gl.constexpr = False,
 ):  # fmt: skip
     i_v = gl.program_id(0)
     hv = gl.program_id(1)
@@ -297,10 +339,16 @@ def _gdn_gluon_state_kernel(
     u_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # V − exp(γ)⊙(K S)
     n_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # v_new
     d_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # exp(γ_C − γ)⊙v_new
+    if P_IN:  # the intra launch's P, a tile a chunk like Tβ's
+        p_s = gl.allocate_shared_memory(dt, [2, 64, 64], p_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(bars.index(0), count=1)
     mbarrier.init(bars.index(1), count=1)
-    nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
+    nbytes: gl.constexpr = (
+        2 * q_desc.block_type.nbytes
+        + v_desc.block_type.nbytes
+        + (2 if P_IN else 1) * t_desc.block_type.nbytes
+    )
 
     # The state S[K, BV] (logical K×V): the pool is not the intra launch's, so it is read before the wait.
     state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_v))
@@ -313,32 +361,44 @@ def _gdn_gluon_state_kernel(
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)
     cols = (col_qk, col_qk, col_v, col_t)
+    if P_IN:
+        descs = descs + (p_desc,)
+        bufs = bufs + (p_s,)
+        cols = cols + (col_t,)
     _copy_tiles(descs, bufs, bars, 0, bos, cols, nbytes, n_full > 0)
 
     gam_of_hv = gates + hv.to(gl.int64) * n_tokens
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
     log2_scale = gl.log2(scale)
     gates_now = _gates_ready(
-        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t, False)
+        _gate_loads(gam_of_hv, after_of_hv, bos, gl.minimum(eos - bos, 64), r_v, r_t, c_t, False, P_IN), P_IN
     )
     out = warpgroup_mma_init(gl.zeros([64, BV], gl.float32, acc_v))
-    p = gl.zeros([64, 64], dt, p_op)
+    if P_IN:
+        p = 0  # P is not in registers (``_finish``)
+    else:
+        p = gl.zeros([64, 64], dt, p_op)
     for c in range(n_full):
         stage = c % 2
         tok0 = bos + c * 64
         # The next full chunk's gate sums (this one's again after the last: a partial chunk's are
         # loaded, masked, after the loop).
         tok_n = gl.minimum(tok0 + 64, bos + (n_full - 1) * 64)
-        gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, 64, r_v, r_t, c_t, True)
+        gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, 64, r_v, r_t, c_t, True, P_IN)
 
+        if P_IN:
+            # The previous step's output rows first: their wgmma reads P's buffer, which the copies
+            # below refill.
+            out = warpgroup_mma_wait(num_outstanding=0, deps=(out,))
         _store_state_operand(s_s, state, True)
         # Chunk c + 1's copies into the other buffers, after the barrier above: every thread reaches
         # it past its wait for step c − 1's state wgmma, their last reader (no barrier of their own).
         _copy_tiles(descs, bufs, bars, 1 - stage, tok0 + 64, cols, nbytes, c + 1 < n_full)
         mbarrier.wait(bars.index(stage), (c // 2) & 1)
-        ks, qs, qk = _issue_reads(q_s.index(stage), k_s.index(stage), s_s, acc_v, acc_t, BV)
-        # The previous step's output rows, finished while these run.
-        out, p = warpgroup_mma_wait(num_outstanding=3, deps=(out, p))
+        ks, qs, qk = _issue_reads(q_s.index(stage), k_s.index(stage), s_s, acc_v, acc_t, BV, P_IN)
+        if not P_IN:
+            # The previous step's output rows, finished while these run.
+            out, p = warpgroup_mma_wait(num_outstanding=3, deps=(out, p))
         # The previous chunk's output rows into their buffer (free: the barrier above came after the
         # wait for the TMA store that last read it); _finish's first barrier syncs them, then TMA.
         if c > 0:
@@ -346,30 +406,35 @@ def _gdn_gluon_state_kernel(
         out, p, state = _finish(
             ks, qs, qk, state, k_s.index(stage), v_s.index(stage), t_s.index(stage), u_s, n_s, d_s,
             gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t,
-            o_desc, o_s.index(1 - stage), tok0 - 64, col_v, c > 0,
+            o_desc, o_s.index(1 - stage), tok0 - 64, col_v, c > 0, p_s.index(stage) if P_IN else None,
         )  # fmt: skip
-        gates_now = _gates_ready(gates_next)
+        gates_now = _gates_ready(gates_next, P_IN)
 
-    out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
+    out = _wait_out(out, p, P_IN)
     if n_full > 0:
         _tma_out(o_desc, o_s.index((n_full - 1) % 2), out, bos + (n_full - 1) * 64, col_v)
 
     if tail > 0:
         # The partial last chunk: masked loads into the tiles, the same step, masked stores.
         tok0 = bos + n_full * 64
-        gates_now = _gates_ready(_gate_loads(gam_of_hv, after_of_hv, tok0, tail, r_v, r_t, c_t, False))
+        gates_now = _gates_ready(
+            _gate_loads(gam_of_hv, after_of_hv, tok0, tail, r_v, r_t, c_t, False, P_IN), P_IN
+        )
         gl.thread_barrier()
         _load_tile(q_s.index(0), q + col_qk, tok0, tail, H * K, K, ld_layout)
         _load_tile(k_s.index(0), k + col_qk, tok0, tail, H * K, K, ld_layout)
         _load_tile(v_s.index(0), v + col_v, tok0, tail, HV * V, BV, ld_layout)
         _load_tile(t_s.index(0), tbeta + col_t, tok0, tail, HV * 64, 64, ld_layout)
+        if P_IN:
+            _load_tile(p_s.index(0), p_in + col_t, tok0, tail, HV * 64, 64, ld_layout)
         _store_state_operand(s_s, state)
-        ks, qs, qk = _issue_reads(q_s.index(0), k_s.index(0), s_s, acc_v, acc_t, BV)
+        ks, qs, qk = _issue_reads(q_s.index(0), k_s.index(0), s_s, acc_v, acc_t, BV, P_IN)
         out, p, state = _finish(
             ks, qs, qk, state, k_s.index(0), v_s.index(0), t_s.index(0), u_s, n_s, d_s,
             gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t, o_desc, o_s.index(0), tok0, col_v, False,
+            p_s.index(0) if P_IN else None,
         )  # fmt: skip
-        out, p = warpgroup_mma_wait(num_outstanding=0, deps=(out, p))
+        out = _wait_out(out, p, P_IN)
         tok = tok0 + r_v
         gl.store(
             _out_rows(o, col_v, tok, HV, V, BV, acc_v), out.to(o.dtype.element_ty), mask=(tok < eos)[:, None]
@@ -382,13 +447,14 @@ def _gdn_gluon_state_kernel(
 
 
 def launch_state(
-    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, pdl=False
+    q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale: float, pdl=False, p=None
 ) -> None:
     """The state pass over every sequence unsplit, on ``chunk_intra._launch_intra``'s Tβ and gate sums (``o``
     and the pool rows written; arguments contiguous and validated, ``supported(q, k, v)`` true). With
     ``pdl`` it is launched as a programmatic
     dependent of the intra launch just before it on the stream, which must then have been launched
-    with ``LAUNCH_DEPENDENTS``."""
+    with ``LAUNCH_DEPENDENTS``. ``p``: P of every chunk ([T, HV, 64], the intra launch's with
+    ``LaunchConfig.gluon_p_from_intra``), read instead of made here."""
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
@@ -398,9 +464,10 @@ def launch_state(
         descriptor(v, BLOCK_V),
         descriptor(tbeta, CHUNK),
         descriptor(o, BLOCK_V),
+        descriptor(tbeta if p is None else p, CHUNK),  # unread without P
     )
     _gdn_gluon_state_kernel[(V // BLOCK_V, HV, N)](
-        *descs, q, k, v, tbeta, o, gates, state_pool, state_indices, cu_seqlens,
+        *descs, q, k, v, tbeta, o, tbeta if p is None else p, gates, state_pool, state_indices, cu_seqlens,
         T, state_pool.stride(0), scale,
-        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, PDL=pdl, num_warps=4, launch_pdl=pdl,
+        H=H, HV=HV, K=K, V=V, BV=BLOCK_V, PDL=pdl, P_IN=p is not None, num_warps=4, launch_pdl=pdl,
     )  # fmt: skip

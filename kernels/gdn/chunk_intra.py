@@ -130,7 +130,7 @@ def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torc
 
 def _launch_intra(
     k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule: bool = True,
-    worker_every: int = 0,
+    worker_every: int = 0, p_of: tuple | None = None,
 ):  # fmt: skip
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
@@ -140,7 +140,8 @@ def _launch_intra(
     (none with ``schedule`` false: the Gluon state pass reads none). ``worker_every`` n ≥ 1: Tβ and the
     gate sums of a sequence's last segment only for its chunks c with c % n != n − 1, whose Tβ
     ``chunk_gluon_fused``'s worker copies in (it makes the others': ``chunk_config.worker_every``; n = 1:
-    only what the segment pass reads); the Gluon launch only: the Triton one writes every chunk's."""
+    only what the segment pass reads); the Gluon launch only: the Triton one writes every chunk's.
+    ``p_of`` = (q, P's buffer, scale): the Gluon launch writes P too (``_p_of``: only where it runs)."""
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta, gates = _intra_outputs(k, T, HV)
@@ -158,14 +159,26 @@ def _launch_intra(
         chunk_intra_gluon.launch(
             k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents,
             seg_chunks=config.seg_chunks, worker_every=worker_every, maxnreg=config.gluon_intra_maxnreg,
+            p_of=p_of,
         )  # fmt: skip
         return tbeta, gates, table
+    if p_of is not None:
+        raise ValueError("P is made by the Gluon intra launch only (_p_of)")
     # Σ ceil(len_n / 64) ≤ T // 64 + N: a fixed grid, so no host sync to count the chunks.
     _gdn_chunk_intra_kernel[(T // CHUNK + N, HV)](
         *args,
         **_intra_meta(k, HV, state_indices, config, LAUNCH_DEPENDENTS=dependents),
     )
     return tbeta, gates, table
+
+
+def _p_of(q: torch.Tensor, k: torch.Tensor, HV: int, scale: float, config: LaunchConfig) -> tuple | None:
+    """(q, a buffer for P [T, HV, 64], scale) where the Gluon intra launch makes P for
+    ``chunk_gluon``'s state pass (``LaunchConfig.gluon_p_from_intra``, and that launch runs here), else
+    None (the state pass makes P)."""
+    if not (config.gluon_p_from_intra and _gluon_intra(k, config)):
+        return None
+    return q, chunk_common._empty((q.shape[0], HV, CHUNK), q.dtype, q.device), scale
 
 
 def _gluon_intra(k: torch.Tensor, config: LaunchConfig) -> bool:

@@ -38,6 +38,10 @@ solve (1352 instructions, 110 registers, 44 barriers). Forms measured slower: th
 every warp (each warp loading all of g and β; 7–11% slower here, though they help the fused pass's
 worker), and a cap of 96 registers for five programs an SM (28 B of spills).
 
+With ``STORE_P`` (``LaunchConfig.gluon_p_from_intra``) it also copies the chunk's queries in and writes
+P = scale (Q Kᵀ ⊙ E) for ``chunk_gluon``'s state pass, first, by ``chunk_gluon._masked_p`` (``_store_p``):
+1648 instructions a warp, 107 registers, 32 KiB (four programs an SM; two beside a state program).
+
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
 (``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
 (the Gluon state pass reads no schedule). A chunk's math is ``_gate_loads``, ``_gate_sums`` and
@@ -62,6 +66,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from stampgen.kernels.chunked.gluon_pdl import launch_dependents
 from stampgen.kernels.gdn import chunk_tma
 from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
+from stampgen.kernels.gdn.chunk_gluon import _masked_p
 
 # A chunk's 64×64 tile in the wgmma accumulator's layout of one warpgroup (K Kᵀ, A, D^{-1}, Tβ, P)
 CHUNK_ACC = gl.constexpr(
@@ -282,10 +287,40 @@ def _tbeta_of_a(a, b_c):
 
 
 @gluon.jit
+def _store_p(q_t, k_t, hi, scale, p_desc, p_out, tok0, n_rows, hv, HV: gl.constexpr):
+    """P = scale (Q Kᵀ ⊙ E) of one chunk and value head, masked above the diagonal, stored (bf16) as
+    ``chunk_gluon``'s state pass makes it (``_masked_p`` on the same Q Kᵀ wgmma and the same fp32
+    γ·log2 e: the same bits), a full chunk by TMA, a partial one by masked stores. Made before Tβ, with
+    the TMA store waited for here, so that the queries' and P's shared buffers are free for the solve's
+    operands."""
+    acc: gl.constexpr = CHUNK_ACC
+    rows: gl.constexpr = gl.SliceLayout(1, acc)
+    cols: gl.constexpr = gl.SliceLayout(0, acc)
+    r = gl.arange(0, 64, layout=rows)
+    c = gl.arange(0, 64, layout=cols)
+    qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
+    b = hi * _LOG2E
+    p = _masked_p(qk, gl.convert_layout(b, rows), gl.convert_layout(b, cols), r, c, gl.log2(scale))
+    dt: gl.constexpr = p_desc.dtype
+    p_s = gl.allocate_shared_memory(dt, [64, 64], p_desc.layout)
+    col = hv * 64
+    if n_rows == 64:
+        p_s.store(p.to(dt))
+        fence_async_shared()
+        gl.thread_barrier()
+        tma.async_copy_shared_to_global(p_desc, [tok0, col], p_s)
+        tma.store_wait(pendings=0)
+    else:
+        at = (tok0 + r).to(gl.int64)[:, None] * (HV * 64) + (col + c)[None, :]
+        gl.store(p_out + at, p.to(dt), mask=(r < n_rows)[:, None])
+
+
+@gluon.jit
 def _gdn_gluon_intra_kernel(
-    k_desc, t_desc, g, beta, state_indices, cu_seqlens, tbeta, gates, n_tokens, N, seg_chunks,
+    k_desc, t_desc, q_desc, p_desc, g, beta, state_indices, cu_seqlens, tbeta, gates, p_out, n_tokens, N,
+    seg_chunks, scale,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, BN: gl.constexpr, LAUNCH_DEPENDENTS: gl.constexpr,
-    WORKER_EVERY: gl.constexpr,
+    WORKER_EVERY: gl.constexpr, STORE_P: gl.constexpr = False,
 ):  # fmt: skip
     if LAUNCH_DEPENDENTS:
         # the Gluon state pass after this launch (``gluon_pdl``) may start its programs; it waits for
@@ -310,7 +345,12 @@ def _gdn_gluon_intra_kernel(
     k_s = gl.allocate_shared_memory(dt, [64, K], k_desc.layout)
     bar = gl.allocate_shared_memory(gl.int64, [1], mbarrier.MBarrierLayout())
     mbarrier.init(bar, count=1)
-    mbarrier.expect(bar, k_desc.block_type.nbytes)
+    if STORE_P:  # the queries too, on the keys' barrier
+        q_s = gl.allocate_shared_memory(dt, [64, K], q_desc.layout)
+        mbarrier.expect(bar, 2 * k_desc.block_type.nbytes)
+        tma.async_copy_global_to_shared(q_desc, [tok0, h * K], bar, q_s)
+    else:
+        mbarrier.expect(bar, k_desc.block_type.nbytes)
     tma.async_copy_global_to_shared(k_desc, [tok0, h * K], bar, k_s)
 
     vec: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
@@ -322,6 +362,8 @@ def _gdn_gluon_intra_kernel(
     gl.store(gam_of_hv + n_tokens.to(gl.int64) * HV + r_vec, _to_end(g_c, gam), mask=r_vec < n_rows)
 
     mbarrier.wait(bar, 0)
+    if STORE_P:
+        _store_p(q_s, k_s, hi, scale, p_desc, p_out, tok0, n_rows, hv, HV)
     t_beta, m_s = _tbeta_of_chunk(k_s, hi, lo, b_c, n_rows, bar)
 
     acc: gl.constexpr = CHUNK_ACC
@@ -350,6 +392,7 @@ def launch(
     seg_chunks: int = 1,
     worker_every: int = 0,
     maxnreg: int | None = None,
+    p_of: tuple | None = None,
 ) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
     is not padding, as ``chunk_intra._launch_intra`` writes them (no schedule). ``dependents``: the next
@@ -357,13 +400,22 @@ def launch(
     only a sequence's segments of ``seg_chunks`` chunks but its last, and of its last segment the chunks
     c with c % n != n − 1 (``chunk_gluon_fused``'s worker makes the others' Tβ; n = 1: only what the
     Triton segment pass reads); 0: every chunk (``seg_chunks`` unread). ``maxnreg``: a register cap
-    (``LaunchConfig.gluon_intra_maxnreg``; None: none)."""
+    (``LaunchConfig.gluon_intra_maxnreg``; None: none). ``p_of`` = (q, p, scale): P of every chunk
+    written to p ([T, HV, 64], bf16) too, as ``chunk_gluon``'s state pass would make it from q
+    (``LaunchConfig.gluon_p_from_intra``)."""
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
-    descs = chunk_tma.descriptor(k, K), chunk_tma.descriptor(tbeta, CHUNK)
+    q, p, scale = p_of if p_of is not None else (k, tbeta, 1.0)  # unread without P
+    descs = (
+        chunk_tma.descriptor(k, K),
+        chunk_tma.descriptor(tbeta, CHUNK),
+        chunk_tma.descriptor(q, K),
+        chunk_tma.descriptor(p, CHUNK),
+    )
     _gdn_gluon_intra_kernel[(T // CHUNK + N, HV)](
-        *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, T, N, seg_chunks,
+        *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, p, T, N, seg_chunks, scale,
         H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents,
-        WORKER_EVERY=worker_every, num_warps=4, **({"maxnreg": maxnreg} if maxnreg else {}),
+        WORKER_EVERY=worker_every, STORE_P=p_of is not None, num_warps=4,
+        **({"maxnreg": maxnreg} if maxnreg else {}),
     )  # fmt: skip

@@ -17,6 +17,7 @@ class GluonSwitch:
         # (chunk_gluon_fused)
         self.calls = []
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
+        self.p_in = []  # whether each read P made by the intra launch (``gluon_p_from_intra``)
         self.gluon_intra = []  # Gluon intra launches (``gluon_intra``)
         # their ``worker_every`` (0: every chunk; else which ones the fused pass's worker makes, of the
         # last segment of ``seg_chunks`` chunks: ``chunk_intra_gluon.launch``) and ``seg_chunks``
@@ -32,6 +33,7 @@ class GluonSwitch:
                 # chunk_gluon_batch.launch_state's last argument is the LaunchConfig
                 self.calls.append(name + (str(args[-1].gluon_batch_block_v) if name == "batch" else ""))
                 self.pdl.append(kwargs.get("pdl", False))
+                self.p_in.append(kwargs.get("p") is not None)
                 return launch(*args, **kwargs)
 
             monkeypatch.setattr(module, "launch_state", launch_state)

@@ -97,6 +97,25 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
         assert torch.equal(low["state_pool"][slot], pool_before[slot]), f"unused pool row {slot} changed"
 
 
+@pytest.mark.parametrize("pdl", [False, True], ids=["intra-before", "pdl-after-intra"])
+@pytest.mark.parametrize("case", CASES)
+def test_p_made_by_the_intra_launch_gives_the_state_pass_its_own_result_bit_for_bit(gluon, case, pdl):
+    # The intra launch makes P with the state pass's own formula on the same Q Kᵀ product and gate sums
+    # (``gluon_p_from_intra``), so the output and the states must not move by a bit; a P read before it
+    # was written, from another chunk's rows or the wrong head, or a buffer refilled while the output
+    # rows' product still read it shows here.
+    seqlens, pad = CASES[case]
+    low, _ = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad)
+    made_here = clone_inputs(low)
+    gluon.on(pdl, intra=True)
+    o_here = gdn.prefill(**made_here, backend="triton")
+    gluon.on(pdl, intra=True, gluon_p_from_intra=True)
+    o = gdn.prefill(**low, backend="triton")
+    assert gluon.calls == ["gluon"] * 2 and gluon.p_in == [False, True], "P did not come as asked"
+    assert torch.equal(o, o_here)
+    assert torch.equal(low["state_pool"], made_here["state_pool"])
+
+
 @pytest.mark.parametrize(
     "dims,dtype,state_pass",
     [

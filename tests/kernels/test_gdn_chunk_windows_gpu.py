@@ -48,6 +48,22 @@ def test_windows_give_the_unwindowed_result_bit_for_bit(gluon, T, first, growth)
     assert torch.equal(after["state_pool"], whole["state_pool"])
 
 
+def test_windows_with_p_from_the_intra_launch_give_the_unwindowed_result_bit_for_bit(gluon):
+    # each window's intra launch beside the state pass of the one before also writes that window's P
+    # (``gluon_p_from_intra``): a state pass reading P before its window's launch ended shows here
+    T = 8192 + 100
+    low, _ = _inputs([T], seed=T, **QWEN3_NEXT)
+    again = clone_inputs(low)
+    _, (o_whole, whole) = _windowed_and_whole(gluon, low, 8, 1.5)
+    gluon.calls.clear()
+    gluon.p_in.clear()
+    gluon.on(intra=True, gluon_window_first=8, gluon_window_growth=1.5, gluon_p_from_intra=True)
+    o_p = gdn.prefill(**again, backend="triton")
+    assert len(gluon.calls) > 2 and all(gluon.p_in), "the windows did not read P from the intra launch"
+    assert torch.equal(o_p, o_whole)
+    assert torch.equal(again["state_pool"], whole["state_pool"])
+
+
 def test_a_padding_sequence_in_windows_gets_zero_output_and_no_pool_row(gluon):
     low, _ = _inputs([3000], seed=3, pad=1, **FEW_HEADS)
     assert low["state_indices"].tolist() == [-1], "the case must be one padding sequence"
