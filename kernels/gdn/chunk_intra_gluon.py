@@ -289,10 +289,10 @@ def _tbeta_of_a(a, b_c):
 @gluon.jit
 def _store_p(q_t, k_t, hi, scale, p_desc, p_out, tok0, n_rows, hv, HV: gl.constexpr):
     """P = scale (Q Kᵀ ⊙ E) of one chunk and value head, masked above the diagonal, stored (bf16) as
-    ``chunk_gluon``'s state pass makes it (``_masked_p`` on the same Q Kᵀ wgmma and the same fp32
-    γ·log2 e: the same bits), a full chunk by TMA, a partial one by masked stores. Made before Tβ, with
-    the TMA store waited for here, so that the queries' and P's shared buffers are free for the solve's
-    operands."""
+    ``chunk_gluon``'s state pass makes it (``_masked_p`` on the same Q Kᵀ wgmma and the same fp32 γ;
+    ptxas may fuse γ·log2 e + log2 scale here, which the pass rounds twice: within ~4e-5). Made before
+    Tβ, with its TMA store waited for here, so that the queries' and P's shared buffers are free for
+    the solve's operands."""
     acc: gl.constexpr = CHUNK_ACC
     rows: gl.constexpr = gl.SliceLayout(1, acc)
     cols: gl.constexpr = gl.SliceLayout(0, acc)
@@ -301,18 +301,26 @@ def _store_p(q_t, k_t, hi, scale, p_desc, p_out, tok0, n_rows, hv, HV: gl.conste
     qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
     b = hi * _LOG2E
     p = _masked_p(qk, gl.convert_layout(b, rows), gl.convert_layout(b, cols), r, c, gl.log2(scale))
-    dt: gl.constexpr = p_desc.dtype
-    p_s = gl.allocate_shared_memory(dt, [64, 64], p_desc.layout)
+    p_s = gl.allocate_shared_memory(p_desc.dtype, [64, 64], p_desc.layout)
+    _store_chunk_rows(p, p_s, p_desc, p_out, tok0, n_rows, hv, HV)
+
+
+@gluon.jit
+def _store_chunk_rows(x, buf, desc, out, tok0, n_rows, hv, HV: gl.constexpr):
+    """A chunk's [64, 64] tile of one value head (Tβ or P, in ``CHUNK_ACC``) to its rows of a [T, HV, 64]
+    tensor ``out``: a full chunk through the shared buffer ``buf`` and a TMA store, waited for; a partial
+    one by masked stores (a TMA tile would reach into the next sequence's rows)."""
+    acc: gl.constexpr = CHUNK_ACC
+    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
+    c = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
     col = hv * 64
     if n_rows == 64:
-        p_s.store(p.to(dt))
-        fence_async_shared()
-        gl.thread_barrier()
-        tma.async_copy_shared_to_global(p_desc, [tok0, col], p_s)
+        _share(buf, x)
+        tma.async_copy_shared_to_global(desc, [tok0, col], buf)
         tma.store_wait(pendings=0)
     else:
         at = (tok0 + r).to(gl.int64)[:, None] * (HV * 64) + (col + c)[None, :]
-        gl.store(p_out + at, p.to(dt), mask=(r < n_rows)[:, None])
+        gl.store(out + at, x.to(buf.dtype), mask=(r < n_rows)[:, None])
 
 
 @gluon.jit
@@ -366,18 +374,8 @@ def _gdn_gluon_intra_kernel(
         _store_p(q_s, k_s, hi, scale, p_desc, p_out, tok0, n_rows, hv, HV)
     t_beta, m_s = _tbeta_of_chunk(k_s, hi, lo, b_c, n_rows, bar)
 
-    acc: gl.constexpr = CHUNK_ACC
-    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
-    c = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
-    col = hv * 64
-    if n_rows == 64:
-        t_s = m_s._reinterpret(dt, [64, 64], t_desc.layout)  # the same 16-bit swizzle
-        _share(t_s, t_beta)
-        tma.async_copy_shared_to_global(t_desc, [tok0, col], t_s)
-        tma.store_wait(pendings=0)
-    else:
-        at = (tok0 + r).to(gl.int64)[:, None] * (HV * 64) + (col + c)[None, :]
-        gl.store(tbeta + at, t_beta.to(dt), mask=(r < n_rows)[:, None])
+    t_s = m_s._reinterpret(dt, [64, 64], t_desc.layout)  # the same 16-bit swizzle
+    _store_chunk_rows(t_beta, t_s, t_desc, tbeta, tok0, n_rows, hv, HV)
 
 
 def launch(
