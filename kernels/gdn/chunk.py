@@ -54,7 +54,9 @@ passes above for batches (measured on 16×2048: its 2048 programs run in 16 wave
 Triton passes take ~18% less time); the state pass is the intra launch's programmatic dependent
 (``gluon_pdl``). One sequence of 16k tokens and more runs in windows instead (``gluon_window_first``,
 ``_gluon_prefill_windows``): the state pass of a window while the intra launch of the next runs on a
-second stream, joined back before the call returns (5.6–6.6% less time at 16k–64k).
+second stream, joined back before the call returns (5.6–6.6% less time at 16k–64k). Before that pass the
+Gluon intra launch also makes each chunk's P once per value head (``gluon_p_from_intra``), which the
+state pass's V-tile programs read instead of each making it (5–7% less time at 4k–64k).
 
 Precision (benchmarks/RESULTS.md, "GDN prefill precision", and ``benchmarks/gdn_precision.py``): for
 16-bit inputs the intra launch's four 64×64 solve dots take fp16 operands (fp32 sums: 16-bit dots, 20%

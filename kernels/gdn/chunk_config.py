@@ -89,9 +89,9 @@ class LaunchConfig(NamedTuple):
     gluon_window_first: int = 0
     gluon_window_growth: float = 1.5
     # With ``gluon_state`` and the Gluon intra launch: P = scale (Q Kᵀ ⊙ E) made once per chunk and value
-    # head by the intra launch (the same bits) and read by ``chunk_gluon``'s state pass from shared
-    # memory, where each of its V-tile programs makes it again (its chunk step 824 → 551 instructions,
-    # 255 → 134 registers; the intra launch 1288 → 1648 instructions).
+    # head by the intra launch and read by ``chunk_gluon``'s state pass from shared memory, where each
+    # of its V-tile programs would make it again (its chunk step 824 → 558 instructions, 255 → 131
+    # registers; the intra launch 1288 → 1648 instructions).
     gluon_p_from_intra: bool = False
 
 
@@ -166,6 +166,12 @@ def launch_config(
       1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752). Far less than
       the intra launch's 0.110 / 0.433 ms: its programs share the state pass's SMs (128 state programs,
       one an SM, leave room for two of its) and slow the state's chain.
+    - Before ``chunk_gluon``, unwindowed or in windows, P made by the Gluon intra launch
+      (``gluon_p_from_intra``): 0.113 / 0.397 / 1.544 ms at 4k / 16k / 64k against 0.121 / 0.428 /
+      1.657 with P made in each of the state pass's V-tile programs (H200, P in two buffers; the
+      intra launch alone 0.036 / 0.124 / 0.516 against 0.028 / 0.099 / 0.404); in three buffers, on
+      an H100, 0.112 / 0.408 / 1.550 against 0.119 / 0.437 / 1.627. The windows' settings kept:
+      first windows of 8 or 24 chunks, growth 1.1, 1.25 or 2 were level or slower at 16k and 64k.
     - And there ``gluon_fused`` (``chunk_gluon_fused``: that pass with P and the gate factors made by a
       worker warpgroup beside the state's chain, Tβ copied in from the intra launch): 16×2048 0.583
       against 0.627 ms, 4×8192 0.554 against 0.601. With Tβ made by the worker too
@@ -192,4 +198,5 @@ def launch_config(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
         gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_intra_maxnreg=None if gluon else 96,
         gluon_batch=not gluon, gluon_fused=not gluon, gluon_window_first=16 if windowed else 0,
+        gluon_p_from_intra=gluon,
     )  # fmt: skip

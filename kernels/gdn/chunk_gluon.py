@@ -21,11 +21,16 @@ each dot operand's register layout; Gluon (shipped inside Triton 3.6) states bot
   (arithmetic on them right at the load stalled every step on its latency, 22% of the samples;
   arithmetic at the top of the next step made ptxas serialize the wgmmas, C7515).
 
-With ``P_IN`` (``LaunchConfig.gluon_p_from_intra``) P comes made by the intra launch (the same bits,
-``chunk_intra_gluon._store_p``), a fifth TMA tile a chunk, and the output rows' wgmma reads it from shared
-memory: no Q Kᵀ, no P arithmetic and no γ by the [64, 64] tile here (824 → 551 instructions a step, 255 →
-134 registers); the output rows' wgmma of step c − 1 is then waited for before step c's copies refill its
-buffer.
+With ``P_IN`` (``LaunchConfig.gluon_p_from_intra``, the default wherever the Gluon intra launch runs
+before this pass) P comes made by the intra launch (``chunk_intra_gluon._store_p``: ``_masked_p`` on
+the same product and gate sums), a fifth TMA tile a chunk, and the output rows' wgmma reads it from
+shared memory: no Q Kᵀ, no P arithmetic and no γ by the [64, 64] tile here (824 → 558 instructions a
+step, 255 → 131 registers), where each of a value head's four V-tile programs made it again. Measured
+5–7% less time at 4k / 16k / 64k (benchmarks/RESULTS.md), though the intra launch takes 25–28% longer.
+P has three buffers, so that chunk c + 1's is copied in while the output rows' wgmma of step c − 1
+still reads its own; that wgmma is waited for just before step c's first ones are issued (with two
+buffers it was waited for before the copies: 1–4% slower; waited for with those in flight, ptxas
+serializes the wgmma, C7514).
 
 A sequence's partial last chunk runs once more after the loop with masked pointer loads into the same
 shared-memory tiles and masked stores (TMA tiles would reach into the next sequence's rows).
@@ -41,8 +46,8 @@ Launched after the intra launch, it is that launch's programmatic dependent (``L
 its programs start on the SMs the intra launch's last wave leaves, read their pool rows and wait
 (``griddepcontrol.wait``) before their first read of Tβ or the gate sums: 1.2 / 1.6 / 0.7% less time at
 4k / 16k / 64k. Forms that measured slower and are not used (benchmarks/RESULTS.md, "History"): P made
-once per chunk by the intra launch and loaded here by TMA (34–40% slower, though it cut this step from
-833 to 585 instructions), scale·E made by the intra launch (1.5× slower), the next chunk's K S made a
+by the intra launch in its first form (11-30, on the pass and intra launch of then: 34–40% slower; the
+form above is faster), scale·E made by the intra launch (1.5× slower), the next chunk's K S made a
 step ahead (1.2× slower), two warpgroups per program (the pass itself 1.5× slower), the intra launch
 beside this pass on a second stream, flagging each chunk (slower on every case: beside a state program
 only two intra programs fit on an SM, half the intra launch's rate alone). This pass is ~75%
@@ -132,7 +137,8 @@ def _masked_p(qk, b_row, b_col, rows, cols, log2_scale):
     b = γ·log2 e along its rows and its columns (``rows`` / ``cols``: their token indices), in Q Kᵀ's
     layout: E_ij = 2^(b_i − b_j), the scale in the exponent. Above the diagonal E may overflow to inf,
     which the select discards. Every Gluon state pass makes P this way (the fused pass's worker too,
-    where Tβ is copied in), so that they agree bit for bit."""
+    where Tβ is copied in), so that they agree bit for bit; the intra launch's P for ``P_IN`` too, but
+    there ptxas may fuse γ·log2 e + log2 scale into one rounding (an FMA), so it agrees to ~4e-5."""
     e = gl.exp2((b_row + log2_scale)[:, None] - b_col[None, :])
     return gl.where(rows[:, None] >= cols[None, :], qk * e, 0.0)
 
@@ -339,8 +345,8 @@ def _gdn_gluon_state_kernel(
     u_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # V − exp(γ)⊙(K S)
     n_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # v_new
     d_s = gl.allocate_shared_memory(dt, [64, BV], b_layout)  # exp(γ_C − γ)⊙v_new
-    if P_IN:  # the intra launch's P, a tile a chunk like Tβ's
-        p_s = gl.allocate_shared_memory(dt, [2, 64, 64], p_desc.layout)
+    if P_IN:  # the intra launch's P, a tile a chunk like Tβ's, in three buffers (see above)
+        p_s = gl.allocate_shared_memory(dt, [3, 64, 64], p_desc.layout)
     bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     mbarrier.init(bars.index(0), count=1)
     mbarrier.init(bars.index(1), count=1)
@@ -361,11 +367,9 @@ def _gdn_gluon_state_kernel(
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)
     cols = (col_qk, col_qk, col_v, col_t)
-    if P_IN:
-        descs = descs + (p_desc,)
-        bufs = bufs + (p_s,)
-        cols = cols + (col_t,)
     _copy_tiles(descs, bufs, bars, 0, bos, cols, nbytes, n_full > 0)
+    if P_IN:  # on the same barrier, whose expected bytes count it
+        tma.async_copy_global_to_shared(p_desc, [bos, col_t], bars.index(0), p_s.index(0), pred=n_full > 0)
 
     gam_of_hv = gates + hv.to(gl.int64) * n_tokens
     after_of_hv = gam_of_hv + n_tokens.to(gl.int64) * HV
@@ -386,18 +390,19 @@ def _gdn_gluon_state_kernel(
         tok_n = gl.minimum(tok0 + 64, bos + (n_full - 1) * 64)
         gates_next = _gate_loads(gam_of_hv, after_of_hv, tok_n, 64, r_v, r_t, c_t, True, P_IN)
 
-        if P_IN:
-            # The previous step's output rows first: their wgmma reads P's buffer, which the copies
-            # below refill.
-            out = warpgroup_mma_wait(num_outstanding=0, deps=(out,))
         _store_state_operand(s_s, state, True)
         # Chunk c + 1's copies into the other buffers, after the barrier above: every thread reaches
         # it past its wait for step c − 1's state wgmma, their last reader (no barrier of their own).
         _copy_tiles(descs, bufs, bars, 1 - stage, tok0 + 64, cols, nbytes, c + 1 < n_full)
+        if P_IN:  # P's buffer of chunk c + 1 was last read by step c − 2's output rows, waited for
+            tma.async_copy_global_to_shared(
+                p_desc, [tok0 + 64, col_t], bars.index(1 - stage), p_s.index((c + 1) % 3), pred=c + 1 < n_full
+            )
         mbarrier.wait(bars.index(stage), (c // 2) & 1)
+        if P_IN:  # the previous step's output rows, finished while the above ran
+            out = warpgroup_mma_wait(num_outstanding=0, deps=(out,))
         ks, qs, qk = _issue_reads(q_s.index(stage), k_s.index(stage), s_s, acc_v, acc_t, BV, P_IN)
-        if not P_IN:
-            # The previous step's output rows, finished while these run.
+        if not P_IN:  # the previous step's output rows, finished while these run
             out, p = warpgroup_mma_wait(num_outstanding=3, deps=(out, p))
         # The previous chunk's output rows into their buffer (free: the barrier above came after the
         # wait for the TMA store that last read it); _finish's first barrier syncs them, then TMA.
@@ -406,7 +411,7 @@ def _gdn_gluon_state_kernel(
         out, p, state = _finish(
             ks, qs, qk, state, k_s.index(stage), v_s.index(stage), t_s.index(stage), u_s, n_s, d_s,
             gates_now, log2_scale, scale, acc_v, p_op, r_t, c_t,
-            o_desc, o_s.index(1 - stage), tok0 - 64, col_v, c > 0, p_s.index(stage) if P_IN else None,
+            o_desc, o_s.index(1 - stage), tok0 - 64, col_v, c > 0, p_s.index(c % 3) if P_IN else None,
         )  # fmt: skip
         gates_now = _gates_ready(gates_next, P_IN)
 

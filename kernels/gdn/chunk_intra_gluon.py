@@ -38,9 +38,10 @@ solve (1352 instructions, 110 registers, 44 barriers). Forms measured slower: th
 every warp (each warp loading all of g and β; 7–11% slower here, though they help the fused pass's
 worker), and a cap of 96 registers for five programs an SM (28 B of spills).
 
-With ``STORE_P`` (``LaunchConfig.gluon_p_from_intra``) it also copies the chunk's queries in and writes
-P = scale (Q Kᵀ ⊙ E) for ``chunk_gluon``'s state pass, first, by ``chunk_gluon._masked_p`` (``_store_p``):
-1648 instructions a warp, 107 registers, 32 KiB (four programs an SM; two beside a state program).
+With ``STORE_P`` (``LaunchConfig.gluon_p_from_intra``, the default before ``chunk_gluon``) it also copies
+the chunk's queries in and writes P = scale (Q Kᵀ ⊙ E) for ``chunk_gluon``'s state pass, first, by
+``chunk_gluon._masked_p`` (``_store_p``): 1648 instructions a warp, 107 registers, 32 KiB (four programs
+an SM; two beside a state program); the launch 25–28% longer, the prefill 5–7% shorter.
 
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
 (``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it

@@ -97,22 +97,27 @@ def test_gluon_state_pass_matches_the_triton_passes_and_the_reference(gluon, cas
         assert torch.equal(low["state_pool"][slot], pool_before[slot]), f"unused pool row {slot} changed"
 
 
+# P from the intra launch against P made in the pass: the same formula on the same Q Kᵀ product and gate
+# sums, but the intra launch may round γ·log2 e + log2 scale once (a fused multiply-add) where the pass
+# rounds twice: measured 4e-5 rel RMSE on the output at Qwen3-Next shapes. A P read before it was written,
+# from another chunk's rows or the wrong head, or a buffer refilled while the output rows' product still
+# read it is off by far more than this (and than bf16's rounding, ~4e-3). P enters the output rows only,
+# so the final states must not move by a bit.
+P_FROM_INTRA_REL = 2e-4
+
+
 @pytest.mark.parametrize("pdl", [False, True], ids=["intra-before", "pdl-after-intra"])
 @pytest.mark.parametrize("case", CASES)
-def test_p_made_by_the_intra_launch_gives_the_state_pass_its_own_result_bit_for_bit(gluon, case, pdl):
-    # The intra launch makes P with the state pass's own formula on the same Q Kᵀ product and gate sums
-    # (``gluon_p_from_intra``), so the output and the states must not move by a bit; a P read before it
-    # was written, from another chunk's rows or the wrong head, or a buffer refilled while the output
-    # rows' product still read it shows here.
+def test_p_made_by_the_intra_launch_gives_the_state_pass_its_own_result(gluon, case, pdl):
     seqlens, pad = CASES[case]
     low, _ = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad)
     made_here = clone_inputs(low)
-    gluon.on(pdl, intra=True)
+    gluon.on(pdl, intra=True, gluon_p_from_intra=False)
     o_here = gdn.prefill(**made_here, backend="triton")
     gluon.on(pdl, intra=True, gluon_p_from_intra=True)
     o = gdn.prefill(**low, backend="triton")
     assert gluon.calls == ["gluon"] * 2 and gluon.p_in == [False, True], "P did not come as asked"
-    assert torch.equal(o, o_here)
+    assert rel_rmse(o, o_here) <= P_FROM_INTRA_REL
     assert torch.equal(low["state_pool"], made_here["state_pool"])
 
 

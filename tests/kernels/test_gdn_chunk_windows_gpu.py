@@ -22,14 +22,16 @@ pytestmark = [
 ]
 
 
-def _windowed_and_whole(gluon, low, first, growth=1.5):
-    """(windowed output, inputs after it), (unwindowed output, inputs after it), the Gluon intra launch."""
+def _windowed_and_whole(gluon, low, first, growth=1.5, **fields):
+    """(windowed output, inputs after it), (unwindowed output, inputs after it), the Gluon intra launch
+    (``fields``: other ``LaunchConfig`` fields pinned for both)."""
     whole = clone_inputs(low)
-    gluon.on(intra=True, gluon_window_first=0)  # (the default windows one sequence of 16k tokens and more)
+    # (the default windows one sequence of 16k tokens and more)
+    gluon.on(intra=True, gluon_window_first=0, **fields)
     o_whole = gdn.prefill(**whole, backend="triton")
     assert gluon.calls == ["gluon"]
     gluon.calls.clear()
-    gluon.on(intra=True, gluon_window_first=first, gluon_window_growth=growth)
+    gluon.on(intra=True, gluon_window_first=first, gluon_window_growth=growth, **fields)
     o = gdn.prefill(**low, backend="triton")
     return (o, low), (o_whole, whole)
 
@@ -48,20 +50,18 @@ def test_windows_give_the_unwindowed_result_bit_for_bit(gluon, T, first, growth)
     assert torch.equal(after["state_pool"], whole["state_pool"])
 
 
-def test_windows_with_p_from_the_intra_launch_give_the_unwindowed_result_bit_for_bit(gluon):
-    # each window's intra launch beside the state pass of the one before also writes that window's P
-    # (``gluon_p_from_intra``): a state pass reading P before its window's launch ended shows here
+@pytest.mark.parametrize("p_from_intra", [False, True], ids=["p-made-in-the-pass", "p-from-the-intra-launch"])
+def test_windows_give_the_unwindowed_result_bit_for_bit_wherever_p_is_made(gluon, p_from_intra):
+    # with P from the intra launch (the default here), each window's intra launch beside the state pass
+    # of the one before also writes that window's P: a state pass reading P before its window's launch
+    # ended shows here
     T = 8192 + 100
     low, _ = _inputs([T], seed=T, **QWEN3_NEXT)
-    again = clone_inputs(low)
-    _, (o_whole, whole) = _windowed_and_whole(gluon, low, 8, 1.5)
-    gluon.calls.clear()
-    gluon.p_in.clear()
-    gluon.on(intra=True, gluon_window_first=8, gluon_window_growth=1.5, gluon_p_from_intra=True)
-    o_p = gdn.prefill(**again, backend="triton")
-    assert len(gluon.calls) > 2 and all(gluon.p_in), "the windows did not read P from the intra launch"
-    assert torch.equal(o_p, o_whole)
-    assert torch.equal(again["state_pool"], whole["state_pool"])
+    (o, after), (o_whole, whole) = _windowed_and_whole(gluon, low, 8, 1.5, gluon_p_from_intra=p_from_intra)
+    assert len(gluon.calls) > 2, "the windows did not run"
+    assert gluon.p_in == [p_from_intra] * (1 + len(gluon.calls)), "P did not come as asked"
+    assert torch.equal(o, o_whole)
+    assert torch.equal(after["state_pool"], whole["state_pool"])
 
 
 def test_a_padding_sequence_in_windows_gets_zero_output_and_no_pool_row(gluon):

@@ -56,7 +56,9 @@ PATHS = {
     "triton": dict(gluon_state=False, gluon_pdl=False, gluon_intra=False),
     "gluon-state": dict(gluon_state=True, gluon_pdl=True, gluon_intra=False),
     "gluon-intra": dict(gluon_state=False, gluon_pdl=False, gluon_intra=True),
-    "gluon-both": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
+    # chunk_gluon after the Gluon intra launch, P made in it or by the intra launch (the default)
+    "gluon-both": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True, gluon_p_from_intra=False),
+    "gluon-both-p": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True, gluon_p_from_intra=True),
     # chunk_gluon_batch as the Triton passes' state pass, at its two V tiles after the Triton intra
     # launch, and at 128 after the Gluon one
     "gluon-batch64": dict(BATCH, gluon_intra=False, gluon_batch_block_v=64),
