@@ -9,7 +9,7 @@ each dot operand's register layout; Gluon (shipped inside Triton 3.6) states bot
   buffers (an mbarrier per buffer), so they land while step c runs;
 - K S, Q S and Q Kᵀ are async wgmma on the tiles where they landed; the state stays in the wgmma
   accumulator layout and enters the dots as a bf16 B operand through shared memory, as do V − K S
-  (for Tβ(·)) and v_new; P is a register A operand;
+  (for Tβ(·)) and v_new; P is a register A operand (shared memory with ``P_IN``, below);
 - the output rows' dot of step c completes behind the first dots of step c+1 and leaves by TMA store;
 - a step has three barriers, each after a shared-memory store the wgmma read (the state, V − K S,
   v_new): the copies of chunk c+1 are issued after the first (every thread is past its wait for the
