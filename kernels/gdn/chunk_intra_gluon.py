@@ -193,6 +193,16 @@ def _diag_inverse(blocks, out_layout: gl.constexpr):
 
 
 @gluon.jit
+def _chunk_product(a_t, b_t):
+    """a bᵀ of two [64, K] chunk tiles in shared memory (K Kᵀ, Q Kᵀ), fp32 in ``CHUNK_ACC``, with that
+    layout's row and column indices."""
+    acc: gl.constexpr = CHUNK_ACC
+    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
+    c = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
+    return warpgroup_mma(a_t, b_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False), r, c
+
+
+@gluon.jit
 def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     """Tβ = (I + A)^{-1} diag(β) of one chunk, [64, 64] fp32 in the wgmma accumulator's layout of one
     warpgroup, from its keys ``k_t`` ([64, K] in shared memory: rows past ``n_rows`` may hold anything
@@ -201,12 +211,7 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     a TMA store (``m_s`` is returned with it). ``k_bar``: the keys' copy barrier, which a program of one
     chunk (the intra launch) invalidates right after K Kᵀ (invalidated after the solve instead, ptxas
     takes one register more and another schedule)."""
-    acc: gl.constexpr = CHUNK_ACC
-    rows: gl.constexpr = gl.SliceLayout(1, acc)
-    cols: gl.constexpr = gl.SliceLayout(0, acc)
-    r = gl.arange(0, 64, layout=rows)
-    c = gl.arange(0, 64, layout=cols)
-    kk = warpgroup_mma(k_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
+    kk, r, c = _chunk_product(k_t, k_t)
     if k_bar is not None:
         mbarrier.invalidate(k_bar)
 
@@ -294,14 +299,11 @@ def _store_p(q_t, k_t, hi, scale, p_desc, p_out, tok0, n_rows, hv, HV: gl.conste
     ptxas may fuse γ·log2 e + log2 scale here, which the pass rounds twice: within ~4e-5). Made before
     Tβ, with its TMA store waited for here, so that the queries' and P's shared buffers are free for
     the solve's operands."""
-    acc: gl.constexpr = CHUNK_ACC
-    rows: gl.constexpr = gl.SliceLayout(1, acc)
-    cols: gl.constexpr = gl.SliceLayout(0, acc)
-    r = gl.arange(0, 64, layout=rows)
-    c = gl.arange(0, 64, layout=cols)
-    qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
+    qk, r, c = _chunk_product(q_t, k_t)
     b = hi * _LOG2E
-    p = _masked_p(qk, gl.convert_layout(b, rows), gl.convert_layout(b, cols), r, c, gl.log2(scale))
+    p = _masked_p(
+        qk, gl.convert_layout(b, r.type.layout), gl.convert_layout(b, c.type.layout), r, c, gl.log2(scale)
+    )
     p_s = gl.allocate_shared_memory(p_desc.dtype, [64, 64], p_desc.layout)
     _store_chunk_rows(p, p_s, p_desc, p_out, tok0, n_rows, hv, HV)
 
