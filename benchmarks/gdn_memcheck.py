@@ -9,8 +9,9 @@ state pass in Triton or in Gluon (``chunk_gluon_batch``; for bf16 batches on sm_
 ``chunk_gluon_fused`` in its place, Tβ copied in: ``gluon-batch128`` runs the batch pass itself,
 ``gluon-fused-worker`` the fused pass making Tβ), the FlashInfer adapters (when flashinfer imports) and
 one long sequence in windows (``gluon-windows``: the next window's intra launch on a second stream
-beside the state pass; ``gluon-p-from-intra`` / ``gluon-windows-p``: P made by the intra launch), with padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk, sequences
-long enough to be split into segments (context parallelism), GQA
+beside the state pass; ``gluon-p-from-intra`` / ``gluon-windows-p``: P made by the intra launch), with
+padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk,
+sequences long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. KDA and lightning (``--op``) run the same shapes through their
 Triton prefill / decode / verify (and FlashInfer's KDA when it imports), with gates at both ends (per
 channel ≈ 0 and ≈ −5 for KDA; strong and MiniMax decay for lightning). Each case also checks the result against the torch reference, so

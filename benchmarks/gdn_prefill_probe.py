@@ -151,9 +151,8 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
             schedule = not cfg.gluon_state
             q, k, v = (inputs[n] for n in ("q", "k", "v"))
             every = chunk._intra_worker_every(chunk._fused_state(q, k, v, cfg), cfg)
-            p_of = (
-                chunk._p_of(q, k, v.shape[1], SCALE, cfg) if cfg.gluon_state else None
-            )  # P too, if made there
+            # P too where the prefill's intra launch makes it (before chunk_gluon only)
+            p_of = chunk._p_of(q, k, v.shape[1], SCALE, cfg) if cfg.gluon_state else None
             run["intra_ms"] = calls_ms(
                 lambda: chunk._launch_intra(*a, cfg, schedule=schedule, worker_every=every, p_of=p_of)
             )

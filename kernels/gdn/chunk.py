@@ -173,7 +173,18 @@ def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, s
         k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False, p_of=p_of
     )
     chunk_gluon.launch_state(
-        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl, p=p_of and p_of[1]
+        q,
+        k,
+        v,
+        gates,
+        tbeta,
+        o,
+        state_pool,
+        state_indices,
+        cu_seqlens,
+        scale,
+        pdl=pdl,
+        p=p_of.p if p_of else None,
     )
 
 
@@ -229,7 +240,7 @@ def _gluon_prefill_windows(q, k, v, g, beta, o, state_pool, state_indices, scale
         tbeta, gates, _ = _launch_intra(
             k[a:b], g[a:b], beta[a:b], state_indices, cu, config, schedule=False, p_of=p_of
         )
-        return cu, tbeta, gates, p_of and p_of[1]
+        return cu, tbeta, gates, p_of.p if p_of else None
 
     side.wait_stream(main)
     made = [intra(*bounds[0])]

@@ -8,6 +8,8 @@ alone.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
@@ -130,7 +132,7 @@ def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torc
 
 def _launch_intra(
     k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule: bool = True,
-    worker_every: int = 0, p_of: tuple | None = None,
+    worker_every: int = 0, p_of: PFromIntra | None = None,
 ):  # fmt: skip
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
@@ -141,7 +143,7 @@ def _launch_intra(
     gate sums of a sequence's last segment only for its chunks c with c % n != n − 1, whose Tβ
     ``chunk_gluon_fused``'s worker copies in (it makes the others': ``chunk_config.worker_every``; n = 1:
     only what the segment pass reads); the Gluon launch only: the Triton one writes every chunk's.
-    ``p_of`` = (q, P's buffer, scale): the Gluon launch writes P too (``_p_of``: only where it runs)."""
+    ``p_of`` (``_p_of``, only where the Gluon launch runs): that launch writes P too."""
     T, HV = g.shape
     N = state_indices.shape[0]
     tbeta, gates = _intra_outputs(k, T, HV)
@@ -172,13 +174,21 @@ def _launch_intra(
     return tbeta, gates, table
 
 
-def _p_of(q: torch.Tensor, k: torch.Tensor, HV: int, scale: float, config: LaunchConfig) -> tuple | None:
-    """(q, a buffer for P [T, HV, 64], scale) where the Gluon intra launch makes P for
-    ``chunk_gluon``'s state pass (``LaunchConfig.gluon_p_from_intra``, and that launch runs here), else
-    None (the state pass makes P)."""
+class PFromIntra(NamedTuple):
+    """What the Gluon intra launch reads and writes to make P = scale (Q Kᵀ ⊙ E) for ``chunk_gluon``."""
+
+    q: torch.Tensor
+    p: torch.Tensor  # [T, HV, 64], written by the launch, read by the state pass
+    scale: float
+
+
+def _p_of(q: torch.Tensor, k: torch.Tensor, HV: int, scale: float, config: LaunchConfig) -> PFromIntra | None:
+    """P's inputs and a buffer for it where the Gluon intra launch makes P for ``chunk_gluon``'s state
+    pass (``LaunchConfig.gluon_p_from_intra``, and that launch runs here), else None (the state pass
+    makes P)."""
     if not (config.gluon_p_from_intra and _gluon_intra(k, config)):
         return None
-    return q, chunk_common._empty((q.shape[0], HV, CHUNK), q.dtype, q.device), scale
+    return PFromIntra(q, chunk_common._empty((q.shape[0], HV, CHUNK), q.dtype, q.device), scale)
 
 
 def _gluon_intra(k: torch.Tensor, config: LaunchConfig) -> bool:

@@ -401,7 +401,7 @@ def launch(
     only a sequence's segments of ``seg_chunks`` chunks but its last, and of its last segment the chunks
     c with c % n != n − 1 (``chunk_gluon_fused``'s worker makes the others' Tβ; n = 1: only what the
     Triton segment pass reads); 0: every chunk (``seg_chunks`` unread). ``maxnreg``: a register cap
-    (``LaunchConfig.gluon_intra_maxnreg``; None: none). ``p_of`` = (q, p, scale): P of every chunk
+    (``LaunchConfig.gluon_intra_maxnreg``; None: none). ``p_of`` = (q, p, scale) (``chunk_intra.PFromIntra``): P of every chunk
     written to p ([T, HV, 64], bf16) too, as ``chunk_gluon``'s state pass would make it from q
     (``LaunchConfig.gluon_p_from_intra``)."""
     T, H, K = k.shape
