@@ -172,19 +172,9 @@ def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, s
     tbeta, gates, _ = _launch_intra(
         k, g, beta, state_indices, cu_seqlens, config, dependents=pdl, schedule=False, p_of=p_of
     )
+    p = p_of.p if p_of else None
     chunk_gluon.launch_state(
-        q,
-        k,
-        v,
-        gates,
-        tbeta,
-        o,
-        state_pool,
-        state_indices,
-        cu_seqlens,
-        scale,
-        pdl=pdl,
-        p=p_of.p if p_of else None,
+        q, k, v, gates, tbeta, o, state_pool, state_indices, cu_seqlens, scale, pdl=pdl, p=p
     )
 
 
