@@ -156,7 +156,10 @@ KERNELS = {
         chunk_gluon_fused._gdn_gluon_fused_state_kernel,
         dict(H=H, HV=HV, K=K, V=V, BV=chunk_gluon_fused.BLOCK_V),
     ),
-    "gluon_intra": (chunk_intra_gluon._gdn_gluon_intra_kernel, dict(H=H, HV=HV, K=K, BN=2, STORE_P=False)),
+    "gluon_intra": (
+        chunk_intra_gluon._gdn_gluon_intra_kernel,
+        dict(H=H, HV=HV, K=K, BN=2, STORE_P=False, HEADS_INNER=False),
+    ),
     # K̃ by chunk, as for the state pass's TMA tiles
     "kda_intra": (
         kda_chunk._kda_intra_kernel,
@@ -301,6 +304,13 @@ VARIANTS = [
     ("gluon_intra", "non-last segments", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=1), 4, 1),
     ("gluon_intra", "all but every 2nd", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=2), 4, 1),
     ("gluon_intra", "P stored", dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=0) | dict(STORE_P=True), 4, 1),
+    (
+        "gluon_intra",
+        "P, heads inner",
+        dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=0, STORE_P=True, HEADS_INNER=True),
+        4,
+        1,
+    ),
     (
         "gluon_intra",
         "before the fused pass",

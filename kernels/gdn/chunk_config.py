@@ -93,6 +93,11 @@ class LaunchConfig(NamedTuple):
     # of its V-tile programs would make it again (its chunk step 824 → 558 instructions, 255 → 131
     # registers; the intra launch 1288 → 1648 instructions).
     gluon_p_from_intra: bool = False
+    # The Gluon intra launch's programs in (chunk, value head) order, a chunk's value heads next to each
+    # other, so that the two programs of a key head (HV = 2H) read its keys and queries from DRAM once
+    # and from L2 the second time; False: (value head, chunk), a head's chunks next to each other, where
+    # a key head's second value head comes a whole sweep of the tokens later (``launch_config``).
+    gluon_intra_heads_inner: bool = False
 
 
 def worker_every(config: LaunchConfig) -> int:
@@ -107,6 +112,10 @@ def worker_every(config: LaunchConfig) -> int:
         raise ValueError(f"gluon_fused_worker_every must be an int of at least 1, not {every!r}")
     return every if config.gluon_fused_tbeta == "worker" else 0
 
+
+# A call this long (tokens) on the Gluon state pass has the intra launch's programs in (chunk, value head)
+# order (``gluon_intra_heads_inner``): the shortest measured to gain was 64k, 16k was level.
+HEADS_INNER_TOKENS = 32768
 
 # One sequence this long (tokens) on the Gluon state pass goes window by window (``launch_config``): the
 # shortest measured to gain (16k; 4k, where the target is met, unmeasured).
@@ -182,6 +191,12 @@ def launch_config(
       or 3rd chunk's (``gluon_fused_worker_every``) no faster: 0.567 / 0.563 against 0.554 on 16×2048
       (4×8192 0.540 / 0.536 against 0.526), a made chunk's solve waiting for its slot, so for the state
       warpgroups' step before it (``chunk_gluon_fused._worker``).
+    - With ``chunk_gluon`` on at least ``HEADS_INNER_TOKENS`` tokens, the intra launch's programs in
+      (chunk, value head) order (``gluon_intra_heads_inner``): at 64k tokens the intra launch alone
+      0.668 → 0.471 ms and the prefill 1.551 / 1.560 → 1.511 ms (H100; another H100 1.563 / 1.581 →
+      1.552 / 1.539), where in the (value head, chunk) order a key head's keys and queries are read
+      again a whole sweep of ~50 MB later, out of L2. At 16k level (0.404 / 0.409 against 0.410; that
+      sweep fits L2), at 4k 1–1.5% slower, and on 16×2048 before the fused pass level.
     """
     if interpret:
         return LaunchConfig(max(16, min(32, triton.next_power_of_2(v_dim))), 4, 1, 4, 4)
@@ -198,5 +213,5 @@ def launch_config(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
         gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_intra_maxnreg=None if gluon else 96,
         gluon_batch=not gluon, gluon_fused=not gluon, gluon_window_first=16 if windowed else 0,
-        gluon_p_from_intra=gluon,
+        gluon_p_from_intra=gluon, gluon_intra_heads_inner=gluon and num_tokens >= HEADS_INNER_TOKENS,
     )  # fmt: skip

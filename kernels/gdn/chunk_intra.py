@@ -161,7 +161,7 @@ def _launch_intra(
         chunk_intra_gluon.launch(
             k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents,
             seg_chunks=config.seg_chunks, worker_every=worker_every, maxnreg=config.gluon_intra_maxnreg,
-            p_of=p_of,
+            p_of=p_of, heads_inner=config.gluon_intra_heads_inner,
         )  # fmt: skip
         return tbeta, gates, table
     if p_of is not None:

@@ -331,14 +331,18 @@ def _gdn_gluon_intra_kernel(
     k_desc, t_desc, q_desc, p_desc, g, beta, state_indices, cu_seqlens, tbeta, gates, p_out, n_tokens, N,
     seg_chunks, scale,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, BN: gl.constexpr, LAUNCH_DEPENDENTS: gl.constexpr,
-    WORKER_EVERY: gl.constexpr, STORE_P: gl.constexpr = False,
+    WORKER_EVERY: gl.constexpr, STORE_P: gl.constexpr = False, HEADS_INNER: gl.constexpr = False,
 ):  # fmt: skip
     if LAUNCH_DEPENDENTS:
         # the Gluon state pass after this launch (``gluon_pdl``) may start its programs; it waits for
         # this launch's end before it reads what this launch writes
         launch_dependents()
-    pid = gl.program_id(0)
-    hv = gl.program_id(1)
+    if HEADS_INNER:  # a chunk's value heads next to each other in launch order (``launch``)
+        pid = gl.program_id(0) // HV
+        hv = gl.program_id(0) % HV
+    else:
+        pid = gl.program_id(0)
+        hv = gl.program_id(1)
     h = hv // (HV // H)
     n, bos, eos, j = _locate(cu_seqlens, N, pid, BN)
     if n >= N:
@@ -394,6 +398,7 @@ def launch(
     worker_every: int = 0,
     maxnreg: int | None = None,
     p_of: tuple | None = None,
+    heads_inner: bool = False,
 ) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
     is not padding, as ``chunk_intra._launch_intra`` writes them (no schedule). ``dependents``: the next
@@ -403,7 +408,9 @@ def launch(
     Triton segment pass reads); 0: every chunk (``seg_chunks`` unread). ``maxnreg``: a register cap
     (``LaunchConfig.gluon_intra_maxnreg``; None: none). ``p_of`` = (q, p, scale) (``chunk_intra.PFromIntra``): P of every chunk
     written to p ([T, HV, 64], bf16) too, as ``chunk_gluon``'s state pass would make it from q
-    (``LaunchConfig.gluon_p_from_intra``)."""
+    (``LaunchConfig.gluon_p_from_intra``). ``heads_inner``: the programs of a chunk's value heads next to
+    each other in launch order (``LaunchConfig.gluon_intra_heads_inner``), so that the two of a key head
+    read its keys (and queries) from DRAM once, the second from L2; else a value head's chunks are."""
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
@@ -414,9 +421,10 @@ def launch(
         chunk_tma.descriptor(q, K),
         chunk_tma.descriptor(p, CHUNK),
     )
-    _gdn_gluon_intra_kernel[(T // CHUNK + N, HV)](
+    chunks = T // CHUNK + N
+    _gdn_gluon_intra_kernel[(chunks * HV,) if heads_inner else (chunks, HV)](
         *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, p, T, N, seg_chunks, scale,
         H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents,
-        WORKER_EVERY=worker_every, STORE_P=p_of is not None, num_warps=4,
+        WORKER_EVERY=worker_every, STORE_P=p_of is not None, HEADS_INNER=heads_inner, num_warps=4,
         **({"maxnreg": maxnreg} if maxnreg else {}),
     )  # fmt: skip

@@ -250,6 +250,9 @@ def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_on
     assert cfg.gluon_intra_maxnreg == (None if gluon else 96)
     # P made once a chunk by the intra launch where chunk_gluon reads it (its V-tile programs each made it)
     assert cfg.gluon_p_from_intra == gluon
+    # the intra launch's programs a chunk's value heads together on a long sequence only (64k gained
+    # from L2; 4k was slower, 16×2048 before the fused pass level)
+    assert cfg.gluon_intra_heads_inner == (seqlens == [65536])
     assert cfg.gluon_batch == (not gluon)  # else the Triton passes, their state pass chunk_gluon_batch's
     assert not chunk.launch_config(sum(seqlens), len(seqlens), heads, 128, interpret=True).gluon_state
 

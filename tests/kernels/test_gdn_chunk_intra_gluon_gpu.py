@@ -125,3 +125,29 @@ def test_gluon_intra_launch_before_the_fused_pass_writes_only_the_chunks_it_copi
     assert torch.equal(part[0][read], whole[0][read])
     assert torch.equal(part[1][:, :, read], whole[1][:, :, read])
     assert part[0][~read].isnan().all() and part[1][:, :, ~read].isnan().all()
+
+
+@pytest.mark.parametrize("store_p", [False, True])
+@pytest.mark.parametrize("case", ["edges", "padded"])
+def test_gluon_intra_launch_in_heads_inner_order_writes_what_the_default_order_does(case, store_p):
+    # ``heads_inner`` (``LaunchConfig.gluon_intra_heads_inner``) only renumbers the programs: every
+    # output (Tβ, gate sums, P) bit for bit the default order's, padding rows left as they were (NaN)
+    from stampgen.kernels.gdn import chunk_intra_gluon
+
+    seqlens, pad, dims = CASES[case]
+    inputs = make_inputs("prefill", N=len(seqlens), seqlens=seqlens, **dims, device="cuda", seed=5, pad=pad)
+    k = inputs["k"].to(torch.bfloat16)
+    q = inputs["q"].to(torch.bfloat16)
+    args = (k, inputs["g"], inputs["beta"], inputs["state_indices"], inputs["cu_seqlens"])
+    T, HV = inputs["g"].shape
+    outs = []
+    for heads_inner in (False, True):
+        tbeta, gates = (x.fill_(float("nan")) for x in chunk_intra._intra_outputs(k, T, HV))
+        p = torch.full((T, HV, chunk.CHUNK), float("nan"), dtype=q.dtype, device="cuda")
+        p_of = chunk_intra.PFromIntra(q, p, 0.125) if store_p else None
+        chunk_intra_gluon.launch(*args, tbeta, gates, p_of=p_of, heads_inner=heads_inner)
+        outs.append((tbeta, gates, p))
+    for a, b in zip(*outs):
+        assert torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    assert outs[0][0].isnan().any() == bool(pad)  # the padding's rows unwritten in both
+    assert not outs[0][0].isnan().all() and outs[0][2].isnan().all() != store_p
