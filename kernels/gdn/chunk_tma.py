@@ -5,6 +5,8 @@ the Triton state pass (``tile_descriptors``) and for the Gluon kernels (``descri
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor as GluonTensorDescriptor
@@ -50,5 +52,13 @@ def tiles_apply(*tensors: torch.Tensor) -> bool:
 def descriptor(x: torch.Tensor, cols: int) -> GluonTensorDescriptor:
     """A Gluon TMA descriptor over ``x`` as [T, heads × dim] with [64, cols] tiles."""
     flat = x.reshape(x.shape[0], -1)
-    layout = gl.NVMMASharedLayout.get_default_for([CHUNK, cols], _GL_DTYPES[x.dtype])
+    layout = _tile_layout(cols, x.dtype)
     return GluonTensorDescriptor(flat, list(flat.shape), list(flat.stride()), [CHUNK, cols], layout)
+
+
+@functools.cache
+def _tile_layout(cols: int, dtype: torch.dtype) -> gl.NVMMASharedLayout:
+    """The shared-memory layout of a [64, cols] tile, made once: Triton derives it afresh on each call
+    (~8 µs on the host, two thirds of a descriptor's cost; a windowed prefill makes ten descriptors a
+    window, and called eagerly its launches wait on the host)."""
+    return gl.NVMMASharedLayout.get_default_for([CHUNK, cols], _GL_DTYPES[dtype])
