@@ -9,7 +9,8 @@ state pass in Triton or in Gluon (``chunk_gluon_batch``; for bf16 batches on sm_
 ``chunk_gluon_fused`` in its place, Tβ copied in: ``gluon-batch128`` runs the batch pass itself,
 ``gluon-fused-worker`` the fused pass making Tβ), the FlashInfer adapters (when flashinfer imports) and
 one long sequence in windows (``gluon-windows``: the next window's intra launch on a second stream
-beside the state pass; ``gluon-p-from-intra`` / ``gluon-windows-p``: P made by the intra launch), with
+beside the state pass; ``gluon-p-from-intra`` / ``gluon-windows-p``: P made by the intra launch; ``gluon-windows-p-heads``: its
+programs a chunk's value heads together), with
 padding slots, zero-length and one-token sequences, a sequence that is not a multiple of the chunk,
 sequences long enough to be split into segments (context parallelism), GQA
 heads and the Qwen3-Next head geometry. KDA and lightning (``--op``) run the same shapes through their
@@ -67,6 +68,15 @@ CONFIG_ROWS = {
     "gluon-p-from-intra": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True, gluon_p_from_intra=True),
     "gluon-windows-p": dict(
         gluon_state=True, gluon_pdl=False, gluon_intra=True, gluon_window_first=2, gluon_p_from_intra=True
+    ),
+    # ... with the intra launch's programs a chunk's value heads together (the default from 32k tokens)
+    "gluon-windows-p-heads": dict(
+        gluon_state=True,
+        gluon_pdl=False,
+        gluon_intra=True,
+        gluon_window_first=2,
+        gluon_p_from_intra=True,
+        gluon_intra_heads_inner=True,
     ),
 }
 
