@@ -1,20 +1,25 @@
 """Where one long sequence's eager prefill spends its time: the kernels of one call on a timeline, read from
 CUPTI through ``torch.profiler``, on a CUDA GPU.
 
-    python3 benchmarks/gdn_windows_timeline.py [--tokens 65536] [--variations JSON] [--out DIR]
+    python3 benchmarks/gdn_windows_timeline.py [--tokens 65536] [--variations JSON] [--times] [--out DIR]
 
 For each configuration (the default, then each override in ``--variations``, as ``gdn_prefill_probe.py``
 takes them) it prints every kernel of one eager call — which launch, its stream, start, end and length
 in µs from the call's first kernel — and a summary: how long the intra launches run alone, the state
 passes alone and both at once, and each window's state pass in µs a chunk (a pass that runs alone
-measures the chain without the intra launch beside it). ``--out`` writes the rows as JSON lines.
+measures the chain without the intra launch beside it). ``--times`` adds what one call takes eagerly
+(to its end on the GPU), its host part (until it returns) and one call in a CUDA-graph replay, without the
+profiler. ``--out`` writes the rows as JSON lines.
 
 What it showed (benchmarks/RESULTS.md, 2026-12-06 05:54, H100, 64k tokens): called eagerly, with the
 profiler on, the GPU waits for the host between launches (~0.3–0.4 ms from one window's launches to the
 next), so the windows do not overlap at all there and the call spans ~7.9 ms where its CUDA-graph replay
 takes ~1.5; the state pass alone runs ~1.1 µs a chunk on long windows and up to ~1.5 on the first,
 short ones. It profiles eager calls only, so the overlap the windows get under CUDA graphs (as the
-benchmarks time them) is not what it shows.
+benchmarks time them) is not what it shows. Without the profiler (06:07, H100, the same steps as ``--times``
+in an inline script): eagerly 4.341 / 2.187 / 0.379 ms a call at 64k / 16k / 4k tokens, its host part
+3.302 / 2.155 / 0.304, against 1.520 / 0.410 / 0.110 in a graph — an eager call is the host's Python
+(the Triton launcher's argument binding, the TMA descriptors made for each window's slices), not the GPU.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from benchmarks.gdn_prefill_probe import make_case, with_config  # noqa: E402
+from benchmarks.gdn_prefill_probe import calls_ms, make_case, with_config  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
 WARMUP = 2
@@ -80,6 +86,29 @@ def kernels_of_one_call(inputs: dict) -> list[dict]:
     return rows
 
 
+def eager_and_graph_ms(inputs: dict, repeats: int = 10) -> dict:
+    """Median ms of one eager call to its end on the GPU, of its host part alone (the call returning,
+    its kernels maybe still queued), and of one call in a CUDA-graph replay (``gdn_prefill_probe``'s
+    measure)."""
+    for _ in range(WARMUP):
+        chunk.prefill(**inputs)
+    whole, host = [], []
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        chunk.prefill(**inputs)
+        host.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+        whole.append(time.perf_counter() - t0)
+    return dict(
+        eager=_median_ms(whole), host=_median_ms(host), graph=calls_ms(lambda: chunk.prefill(**inputs))
+    )
+
+
+def _median_ms(seconds: list[float]) -> float:
+    return sorted(seconds)[len(seconds) // 2] * 1e3
+
+
 def overlap_summary(rows: list[dict]) -> dict:
     """µs with only intra launches running, only state passes, both, and the whole call's span."""
     points = sorted({r["start"] for r in rows} | {r["end"] for r in rows})
@@ -103,6 +132,11 @@ def main() -> None:
         "--variations", type=json.loads, default=[], help="JSON list of LaunchConfig overrides"
     )
     parser.add_argument("--out", default=os.environ.get("OUT"))
+    parser.add_argument(
+        "--times",
+        action="store_true",
+        help="also time each configuration eagerly, its host part, and in a graph",
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
@@ -131,10 +165,18 @@ def main() -> None:
             f"span {summary['span']:.1f} µs: intra alone {summary['intra']:.1f}, state alone "
             f"{summary['state']:.1f}, both {summary['both']:.1f}; state µs a chunk by window {per_chunk}"
         )
-        if out:
-            out.write(
-                json.dumps(dict(variation=variation, rows=rows, summary=summary, per_chunk=per_chunk)) + "\n"
+        record = dict(variation=variation, rows=rows, summary=summary, per_chunk=per_chunk)
+        if args.times:
+            pool0 = inputs["state_pool"].clone()
+            record["ms"] = with_config(variation, lambda: eager_and_graph_ms(inputs))
+            inputs["state_pool"].copy_(pool0)
+            print(
+                "ms a call: eager {eager:.3f}, its host part {host:.3f}, in a CUDA graph {graph:.4f}".format(
+                    **record["ms"]
+                )
             )
+        if out:
+            out.write(json.dumps(record) + "\n")
             out.flush()
 
 
