@@ -7,9 +7,10 @@ For each configuration (the default, then each override in ``--variations``, as 
 takes them) it prints every kernel of one eager call — which launch, its stream, start, end and length
 in µs from the call's first kernel — and a summary: how long the intra launches run alone, the state
 passes alone and both at once, and each window's state pass in µs a chunk (a pass that runs alone
-measures the chain without the intra launch beside it). ``--times`` adds what one call takes eagerly
-(to its end on the GPU), its host part (until it returns) and one call in a CUDA-graph replay, without the
-profiler. ``--out`` writes the rows as JSON lines.
+measures the chain without the intra launch beside it). The profiled call runs in windows eagerly
+(``LaunchConfig.gluon_window_eager``; by default only a captured call does). ``--times`` adds what one
+call of the configuration as given takes eagerly (to its end on the GPU), its host part (until it
+returns) and one call in a CUDA-graph replay, without the profiler. ``--out`` writes the rows as JSON lines.
 
 What it showed (benchmarks/RESULTS.md, 2026-12-06 05:54, H100, 64k tokens): called eagerly, with the
 profiler on, the GPU waits for the host between launches (~0.3–0.4 ms from one window's launches to the
@@ -18,8 +19,9 @@ takes ~1.5; the state pass alone runs ~1.1 µs a chunk on long windows and up to
 short ones. It profiles eager calls only, so the overlap the windows get under CUDA graphs (as the
 benchmarks time them) is not what it shows. Without the profiler (06:07, H100, the same steps as ``--times``
 in an inline script): eagerly 4.341 / 2.187 / 0.379 ms a call at 64k / 16k / 4k tokens, its host part
-3.302 / 2.155 / 0.304, against 1.520 / 0.410 / 0.110 in a graph — an eager call is the host's Python
-(the Triton launcher's argument binding, the TMA descriptors made for each window's slices), not the GPU.
+3.302 / 2.155 / 0.304, against 1.520 / 0.410 / 0.110 in a graph — an eager call in windows is the
+host's Python (the Triton launcher's argument binding, the TMA descriptors made for each window's
+slices), not the GPU. Since then an eager call runs unwindowed (``gluon_window_eager``).
 """
 
 from __future__ import annotations
@@ -144,9 +146,11 @@ def main() -> None:
     out = open(os.path.join(args.out, "timeline.jsonl"), "a") if args.out else None
     for variation in [None, *args.variations]:
         pool0 = inputs["state_pool"].clone()
-        rows = with_config(variation, lambda: kernels_of_one_call(inputs))
+        # the windows eagerly (by default only a call captured into a CUDA graph runs in them)
+        windowed = dict(variation or {}, gluon_window_eager=True)
+        rows = with_config(windowed, lambda: kernels_of_one_call(inputs))
         inputs["state_pool"].copy_(pool0)
-        cfg = with_config(variation, lambda: chunk.launch_config(args.tokens, 1, 32, 128))
+        cfg = with_config(windowed, lambda: chunk.launch_config(args.tokens, 1, 32, 128))
         bounds = chunk.windows(args.tokens, 1, cfg)
         print(
             f"\n== {variation or 'default'}: windows (chunks) {[(b - a) // chunk.CHUNK for a, b in bounds]}"

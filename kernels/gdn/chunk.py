@@ -160,11 +160,12 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
 
 def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
     """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true), one after the other, or
-    window by window with the next window's intra launch beside the state pass (``windows``)."""
+    window by window with the next window's intra launch beside the state pass (``windows``): where the
+    call is being captured into a CUDA graph, or ``gluon_window_eager`` asks for them eagerly too."""
     from stampgen.kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
 
     bounds = windows(q.shape[0], state_indices.shape[0], config)
-    if len(bounds) > 1:
+    if len(bounds) > 1 and (config.gluon_window_eager or torch.cuda.is_current_stream_capturing()):
         _gluon_prefill_windows(q, k, v, g, beta, o, state_pool, state_indices, scale, config, bounds)
         return
     pdl = config.gluon_pdl

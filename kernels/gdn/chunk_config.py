@@ -88,6 +88,11 @@ class LaunchConfig(NamedTuple):
     # one before it does). No PDL between them (``gluon_pdl`` is for the unwindowed call).
     gluon_window_first: int = 0
     gluon_window_growth: float = 1.5
+    # The windows only in a call being captured into a CUDA graph (as every benchmark here times it):
+    # called eagerly, each window's launches cost ~0.3 ms of the host's Python,
+    # more than the windows save on the GPU (64k on an H100: 4.34 ms eagerly in windows against 1.52 in a
+    # graph), so an eager call runs unwindowed. True: in windows eagerly too (the tests, memcheck).
+    gluon_window_eager: bool = False
     # With ``gluon_state`` and the Gluon intra launch: P = scale (Q Kᵀ ⊙ E) made once per chunk and value
     # head by the intra launch and read by ``chunk_gluon``'s state pass from shared memory, where each
     # of its V-tile programs would make it again (its chunk step 824 → 558 instructions, 255 → 131
@@ -172,7 +177,9 @@ def launch_config(
     - One sequence of at least ``WINDOWED_TOKENS`` on the Gluon state pass goes window by window
       (``gluon_window_first`` 16 chunks, each next window 1.5× longer), the next window's intra launch
       beside the state pass on a second stream: 0.436 against 0.462 ms at 16k tokens, 1.720 against
-      1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752). Far less than
+      1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752), in a call
+      captured into a CUDA graph only (``gluon_window_eager``: eagerly the windows' launches cost the
+      host more than they save; 16k on an H100 2.19 ms eagerly in windows). Far less than
       the intra launch's 0.110 / 0.433 ms: its programs share the state pass's SMs (128 state programs,
       one an SM, leave room for two of its) and slow the state's chain.
     - Before ``chunk_gluon``, unwindowed or in windows, P made by the Gluon intra launch

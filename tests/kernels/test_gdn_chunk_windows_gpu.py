@@ -31,7 +31,9 @@ def _windowed_and_whole(gluon, low, first, growth=1.5, **fields):
     o_whole = gdn.prefill(**whole, backend="triton")
     assert gluon.calls == ["gluon"]
     gluon.calls.clear()
-    gluon.on(intra=True, gluon_window_first=first, gluon_window_growth=growth, **fields)
+    gluon.on(
+        intra=True, gluon_window_first=first, gluon_window_growth=growth, gluon_window_eager=True, **fields
+    )
     o = gdn.prefill(**low, backend="triton")
     return (o, low), (o_whole, whole)
 
@@ -68,13 +70,15 @@ def test_a_padding_sequence_in_windows_gets_zero_output_and_no_pool_row(gluon):
     low, _ = _inputs([3000], seed=3, pad=1, **FEW_HEADS)
     assert low["state_indices"].tolist() == [-1], "the case must be one padding sequence"
     before = clone_inputs(low)
-    gluon.on(intra=True, gluon_window_first=4)
+    gluon.on(intra=True, gluon_window_first=4, gluon_window_eager=True)
     o = gdn.prefill(**low, backend="triton")
     assert len(gluon.calls) > 2
     assert_padding_left_alone(before, low["state_pool"], o)
 
 
 def test_windows_are_captured_and_replayed_in_a_cuda_graph(gluon):
+    # by default only the captured call runs in windows (``gluon_window_eager``), so the eager call it
+    # is held to bit for bit is the unwindowed one
     low, _ = _inputs([6000], seed=21, **FEW_HEADS)
     fresh, _ = _inputs([6000], seed=22, **FEW_HEADS)
     gluon.on(intra=True, gluon_window_first=4)
