@@ -41,10 +41,8 @@ from stampgen.kernels._validation import KernelUnavailableError  # noqa: E402
 
 # The Triton passes (no chunk_gluon in their place) with chunk_gluon_batch's state pass
 _BATCH = dict(gluon_state=False, gluon_pdl=False, gluon_batch=True)
-# One sequence in windows of two chunks and more, eagerly too (``LaunchConfig.gluon_window_eager``)
-_WINDOWS = dict(
-    gluon_state=True, gluon_pdl=False, gluon_intra=True, gluon_window_first=2, gluon_window_eager=True
-)
+# One sequence in windows of two chunks and more (pinned: by default only a captured call has them)
+_WINDOWS = dict(gluon_state=True, gluon_pdl=False, gluon_intra=True, gluon_window_first=2)
 # Rows of the Triton prefill with launch options (``chunk.LaunchConfig`` fields): the Triton intra launch
 # (the plain ``triton`` row takes the Gluon one on sm_90 with bf16), and ``chunk_gluon``'s state pass in
 # place of the segment / carry / state passes.
@@ -66,8 +64,7 @@ CONFIG_ROWS = {
     "gluon-fused-every2": dict(
         _BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker", gluon_fused_worker_every=2
     ),
-    # one sequence in windows of two chunks and more (one window where the call has several sequences),
-    # eagerly (by default only a call captured into a CUDA graph runs in windows)
+    # one sequence in windows of two chunks and more (one window where the call has several sequences)
     "gluon-windows": _WINDOWS,
     # P made by the Gluon intra launch and read by chunk_gluon, unwindowed (as its PDL dependent) and in windows
     "gluon-p-from-intra": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True, gluon_p_from_intra=True),

@@ -7,8 +7,8 @@ For each configuration (the default, then each override in ``--variations``, as 
 takes them) it prints every kernel of one eager call — which launch, its stream, start, end and length
 in µs from the call's first kernel — and a summary: how long the intra launches run alone, the state
 passes alone and both at once, and each window's state pass in µs a chunk (a pass that runs alone
-measures the chain without the intra launch beside it). The profiled call runs in windows eagerly
-(``LaunchConfig.gluon_window_eager``; by default only a captured call does). ``--times`` adds what one
+measures the chain without the intra launch beside it). The profiled call runs the windows a captured
+call would have, pinned (``gluon_window_first``; by default an eager call has none). ``--times`` adds what one
 call of the configuration as given takes eagerly (to its end on the GPU), its host part (until it
 returns) and one call in a CUDA-graph replay, without the profiler. ``--out`` writes the rows as JSON lines.
 
@@ -21,7 +21,7 @@ benchmarks time them) is not what it shows. Without the profiler (06:07, H100, t
 in an inline script): eagerly 4.341 / 2.187 / 0.379 ms a call at 64k / 16k / 4k tokens, its host part
 3.302 / 2.155 / 0.304, against 1.520 / 0.410 / 0.110 in a graph — an eager call in windows is the
 host's Python (the Triton launcher's argument binding, the TMA descriptors made for each window's
-slices), not the GPU. Since then an eager call runs unwindowed (``gluon_window_eager``).
+slices), not the GPU. Since then an eager call runs unwindowed (``launch_config``'s ``captured``).
 """
 
 from __future__ import annotations
@@ -146,11 +146,12 @@ def main() -> None:
     out = open(os.path.join(args.out, "timeline.jsonl"), "a") if args.out else None
     for variation in [None, *args.variations]:
         pool0 = inputs["state_pool"].clone()
-        # the windows eagerly (by default only a call captured into a CUDA graph runs in them)
-        windowed = dict(variation or {}, gluon_window_eager=True)
+        # the windows a captured call would have, pinned so that the eager call runs them too (by
+        # default an eager call has none)
+        cfg = with_config(variation, lambda: chunk.launch_config(args.tokens, 1, 32, 128, captured=True))
+        windowed = dict(variation or {}, gluon_window_first=cfg.gluon_window_first)
         rows = with_config(windowed, lambda: kernels_of_one_call(inputs))
         inputs["state_pool"].copy_(pool0)
-        cfg = with_config(windowed, lambda: chunk.launch_config(args.tokens, 1, 32, 128))
         bounds = chunk.windows(args.tokens, 1, cfg)
         print(
             f"\n== {variation or 'default'}: windows (chunks) {[(b - a) // chunk.CHUNK for a, b in bounds]}"

@@ -52,7 +52,7 @@ one Gluon kernel (every sequence unsplit, copies and dots scheduled by hand). ``
 where its programs fit on the GPU at once — one long sequence at Qwen3-Next's heads — and keeps the
 passes above for batches (measured on 16×2048: its 2048 programs run in 16 waves of one per SM, and the
 Triton passes take ~18% less time); the state pass is the intra launch's programmatic dependent
-(``gluon_pdl``). One sequence of 16k tokens and more runs in windows instead (``gluon_window_first``,
+(``gluon_pdl``). One sequence of 16k tokens and more, in a call captured into a CUDA graph, runs in windows instead (``gluon_window_first``,
 ``_gluon_prefill_windows``): the state pass of a window while the intra launch of the next runs on a
 second stream, joined back before the call returns (5.6–6.6% less time at 16k–64k). Before that pass the
 Gluon intra launch also makes each chunk's P once per value head (``gluon_p_from_intra``), which the
@@ -136,7 +136,9 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     g, beta = g.contiguous(), beta.contiguous()
     state_indices, cu_seqlens = state_indices.contiguous(), cu_seqlens.contiguous()
-    config = launch_config(T, N, v.shape[1], v.shape[2])
+    # (a CPU-only build of torch has no capture to ask about)
+    captured = q.is_cuda and torch.cuda.is_current_stream_capturing()
+    config = launch_config(T, N, v.shape[1], v.shape[2], captured=captured)
     if _gluon_state(q, k, v, config):
         _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config)
         return o
@@ -160,12 +162,11 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
 
 def _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config) -> None:
     """The intra launch and ``chunk_gluon``'s state pass (``_gluon_state`` true), one after the other, or
-    window by window with the next window's intra launch beside the state pass (``windows``): where the
-    call is being captured into a CUDA graph, or ``gluon_window_eager`` asks for them eagerly too."""
+    window by window with the next window's intra launch beside the state pass (``windows``)."""
     from stampgen.kernels.gdn import chunk_gluon  # imported here: Gluon kernels only where they run
 
     bounds = windows(q.shape[0], state_indices.shape[0], config)
-    if len(bounds) > 1 and (config.gluon_window_eager or torch.cuda.is_current_stream_capturing()):
+    if len(bounds) > 1:
         _gluon_prefill_windows(q, k, v, g, beta, o, state_pool, state_indices, scale, config, bounds)
         return
     pdl = config.gluon_pdl

@@ -88,11 +88,6 @@ class LaunchConfig(NamedTuple):
     # one before it does). No PDL between them (``gluon_pdl`` is for the unwindowed call).
     gluon_window_first: int = 0
     gluon_window_growth: float = 1.5
-    # The windows only in a call being captured into a CUDA graph (as every benchmark here times it):
-    # called eagerly, each window's launches cost ~0.3 ms of the host's Python,
-    # more than the windows save on the GPU (64k on an H100: 4.34 ms eagerly in windows against 1.52 in a
-    # graph), so an eager call runs unwindowed. True: in windows eagerly too (the tests, memcheck).
-    gluon_window_eager: bool = False
     # With ``gluon_state`` and the Gluon intra launch: P = scale (Q Kᵀ ⊙ E) made once per chunk and value
     # head by the intra launch and read by ``chunk_gluon``'s state pass from shared memory, where each
     # of its V-tile programs would make it again (its chunk step 824 → 558 instructions, 255 → 131
@@ -122,8 +117,9 @@ def worker_every(config: LaunchConfig) -> int:
 # order (``gluon_intra_heads_inner``): the shortest measured to gain was 64k, 16k was level.
 HEADS_INNER_TOKENS = 32768
 
-# One sequence this long (tokens) on the Gluon state pass goes window by window (``launch_config``): the
-# shortest measured to gain (16k; 4k, where the target is met, unmeasured).
+# One sequence this long (tokens) on the Gluon state pass, in a call being captured into a CUDA graph, goes
+# window by window (``launch_config``): the shortest measured to gain (16k; 4k, where the target is met,
+# unmeasured).
 WINDOWED_TOKENS = 16384
 
 # Triton state-pass programs (V tiles of 64) one SM holds (registers: 255 per thread). chunk_gluon_batch
@@ -132,9 +128,16 @@ _PROGRAMS_PER_SM = 2
 
 
 def launch_config(
-    num_tokens: int, num_seqs: int, num_v_heads: int, v_dim: int, *, interpret: bool = _INTERPRET
+    num_tokens: int,
+    num_seqs: int,
+    num_v_heads: int,
+    v_dim: int,
+    *,
+    interpret: bool = _INTERPRET,
+    captured: bool = False,
 ) -> LaunchConfig:
-    """The configuration for a prefill of ``num_tokens`` tokens in ``num_seqs`` sequences. Why each
+    """The configuration for a prefill of ``num_tokens`` tokens in ``num_seqs`` sequences, ``captured``
+    into a CUDA graph or called eagerly. Why each
     choice, as measured on the H200 (``benchmarks/gdn_prefill_probe.py``, Qwen3-Next shapes):
 
     - V tile 64. Triton 3.6 on sm_90 miscompiles the state pass at BV = 32 with one stage (outputs off
@@ -177,9 +180,11 @@ def launch_config(
     - One sequence of at least ``WINDOWED_TOKENS`` on the Gluon state pass goes window by window
       (``gluon_window_first`` 16 chunks, each next window 1.5× longer), the next window's intra launch
       beside the state pass on a second stream: 0.436 against 0.462 ms at 16k tokens, 1.720 against
-      1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752), in a call
-      captured into a CUDA graph only (``gluon_window_eager``: eagerly the windows' launches cost the
-      host more than they save; 16k on an H100 2.19 ms eagerly in windows). Far less than
+      1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752), where the call
+      is ``captured`` into a CUDA graph (as every timing here is). Called eagerly, each window's two
+      launches cost ~0.3 ms of the host's Python, more than the windows save on the GPU (an H100: 16k
+      2.19 ms and 64k 4.34 eagerly in windows, against 0.41 and 1.52 in a graph), so there one window.
+      Far less than
       the intra launch's 0.110 / 0.433 ms: its programs share the state pass's SMs (128 state programs,
       one an SM, leave room for two of its) and slow the state's chain.
     - Before ``chunk_gluon``, unwindowed or in windows, P made by the Gluon intra launch
@@ -215,7 +220,7 @@ def launch_config(
     from stampgen.kernels.gdn import chunk_gluon  # imported here: where Gluon applies
 
     gluon = chunk_gluon.programs(num_v_heads, v_dim, num_seqs) < _SM_COUNT_HINT
-    windowed = gluon and num_seqs == 1 and num_tokens >= WINDOWED_TOKENS
+    windowed = captured and gluon and num_seqs == 1 and num_tokens >= WINDOWED_TOKENS
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
         gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_intra_maxnreg=None if gluon else 96,

@@ -186,7 +186,9 @@ def test_a_pool_view_with_a_slot_pitch_is_read_and_written_in_place():
 def segments_of(monkeypatch):
     def pin(seg_chunks):
         default = chunk.launch_config
-        monkeypatch.setattr(chunk, "launch_config", lambda *a: default(*a)._replace(seg_chunks=seg_chunks))
+        monkeypatch.setattr(
+            chunk, "launch_config", lambda *a, **kw: default(*a, **kw)._replace(seg_chunks=seg_chunks)
+        )
 
     return pin
 
@@ -470,35 +472,14 @@ def test_windows_are_one_unless_asked_for_and_the_call_is_one_sequence():
     [([16384], True), ([65536], True), ([16383], False), ([4096], False), ([8192] * 2, False)],
 )
 def test_the_gpu_default_windows_one_long_sequence_on_the_gluon_state_pass(seqlens, windowed):
-    cfg = chunk.launch_config(sum(seqlens), len(seqlens), 32, 128, interpret=False)
+    # in a call captured into a CUDA graph; an eager one never (its windows' launches cost the host more
+    # than they save on the GPU)
+    eager = chunk.launch_config(sum(seqlens), len(seqlens), 32, 128, interpret=False)
+    assert chunk.windows(sum(seqlens), len(seqlens), eager) == [(0, sum(seqlens))]
+    cfg = chunk.launch_config(sum(seqlens), len(seqlens), 32, 128, interpret=False, captured=True)
+    assert cfg._replace(gluon_window_first=0) == eager._replace(gluon_window_first=0), (
+        "only the windows differ"
+    )
     bounds = chunk.windows(sum(seqlens), len(seqlens), cfg)
     assert (len(bounds) > 1) == windowed
     assert not windowed or cfg.gluon_state, "windows are the Gluon state pass's"
-
-
-@pytest.mark.parametrize(
-    "capturing,eager_asked,windowed",
-    [(True, False, True), (False, False, False), (False, True, True), (True, True, True)],
-    ids=["captured", "eager", "eager-asked", "captured-asked"],
-)
-def test_the_windows_run_where_the_call_is_captured_or_asked_for_eagerly(
-    monkeypatch, capturing, eager_asked, windowed
-):
-    # Eagerly each window's launches cost the host more than the windows save on the GPU
-    # (``gluon_window_eager``): a call of windows runs them only while a CUDA graph captures it, or where
-    # asked for eagerly; else the one intra launch and state pass. What runs is recorded in place of the
-    # GPU launches.
-    from stampgen.kernels.gdn import chunk_gluon
-
-    ran = []
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: capturing)
-    monkeypatch.setattr(chunk, "_gluon_prefill_windows", lambda *a: ran.append(("windows", len(a[-1]))))
-    monkeypatch.setattr(chunk, "_p_of", lambda *a: None)
-    monkeypatch.setattr(chunk, "_launch_intra", lambda *a, **kw: ran.append("intra") or (None, None, None))
-    monkeypatch.setattr(chunk_gluon, "launch_state", lambda *a, **kw: ran.append("state"))
-    config = chunk.LaunchConfig(64, 4, 2, 4, 8, gluon_window_first=4, gluon_window_eager=eager_asked)
-    x = torch.zeros(4096, 1, 1)
-    chunk._gluon_prefill(x, x, x, x, x, x, None, torch.zeros(1), None, 1.0, config)
-    n = len(chunk.windows(4096, 1, config))
-    assert n > 1
-    assert ran == ([("windows", n)] if windowed else ["intra", "state"])

@@ -78,7 +78,9 @@ def test_padding_sequences_get_zero_output_and_keep_the_pool_at_qwen3_next_shape
 def test_split_sequences_match_the_reference_at_qwen3_next_shapes(monkeypatch, seg_chunks):
     # Context parallelism on short inputs: segments of 1 or 3 chunks, a padded sequence among them.
     default = chunk.launch_config
-    monkeypatch.setattr(chunk, "launch_config", lambda *a: default(*a)._replace(seg_chunks=seg_chunks))
+    monkeypatch.setattr(
+        chunk, "launch_config", lambda *a, **kw: default(*a, **kw)._replace(seg_chunks=seg_chunks)
+    )
     bf16, upcast, _ = _bf16_and_reference_inputs([700, 64, 129, 300], seed=13, pad=1)
     o = gdn.prefill(**bf16, backend="triton")
     o_ref = gdn.prefill(**upcast, backend="torch")

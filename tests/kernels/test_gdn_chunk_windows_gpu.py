@@ -31,9 +31,7 @@ def _windowed_and_whole(gluon, low, first, growth=1.5, **fields):
     o_whole = gdn.prefill(**whole, backend="triton")
     assert gluon.calls == ["gluon"]
     gluon.calls.clear()
-    gluon.on(
-        intra=True, gluon_window_first=first, gluon_window_growth=growth, gluon_window_eager=True, **fields
-    )
+    gluon.on(intra=True, gluon_window_first=first, gluon_window_growth=growth, **fields)
     o = gdn.prefill(**low, backend="triton")
     return (o, low), (o_whole, whole)
 
@@ -70,17 +68,33 @@ def test_a_padding_sequence_in_windows_gets_zero_output_and_no_pool_row(gluon):
     low, _ = _inputs([3000], seed=3, pad=1, **FEW_HEADS)
     assert low["state_indices"].tolist() == [-1], "the case must be one padding sequence"
     before = clone_inputs(low)
-    gluon.on(intra=True, gluon_window_first=4, gluon_window_eager=True)
+    gluon.on(intra=True, gluon_window_first=4)
     o = gdn.prefill(**low, backend="triton")
     assert len(gluon.calls) > 2
     assert_padding_left_alone(before, low["state_pool"], o)
 
 
 def test_windows_are_captured_and_replayed_in_a_cuda_graph(gluon):
-    # by default only the captured call runs in windows (``gluon_window_eager``), so the eager call it
-    # is held to bit for bit is the unwindowed one
     low, _ = _inputs([6000], seed=21, **FEW_HEADS)
     fresh, _ = _inputs([6000], seed=22, **FEW_HEADS)
     gluon.on(intra=True, gluon_window_first=4)
     assert_prefill_replay_matches_eager(low, fresh)
     assert len(set(gluon.calls)) == 1 and len(gluon.calls) > 2
+
+
+def test_the_default_runs_windows_in_a_captured_call_only(gluon):
+    # The default (no windows pinned) of one 16k sequence: eagerly one state pass, captured into a CUDA
+    # graph its windows (``launch_config``'s ``captured``, which ``prefill`` asks the stream for); the
+    # replay held bit for bit to the unwindowed eager call
+    T = 16384
+    low, _ = _inputs([T], seed=5, **FEW_HEADS)
+    fresh, _ = _inputs([T], seed=6, **FEW_HEADS)
+    gluon.on(intra=True)
+    gdn.prefill(**clone_inputs(low), backend="triton")
+    assert gluon.calls == ["gluon"], "an eager call ran in windows"
+    gluon.calls.clear()
+    assert_prefill_replay_matches_eager(low, fresh)
+    n = len(chunk.windows(T, 1, chunk.launch_config(T, 1, FEW_HEADS["HV"], FEW_HEADS["V"], captured=True)))
+    assert n > 1
+    # the side stream's warm-up call and the eager call one each, the captured call its windows
+    assert gluon.calls == ["gluon"] * (n + 2)
