@@ -143,7 +143,8 @@ def main() -> None:
     if not torch.cuda.is_available():
         raise SystemExit("needs a CUDA GPU")
     inputs = make_case([args.tokens])
-    out = open(os.path.join(args.out, "timeline.jsonl"), "a") if args.out else None
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     for variation in [None, *args.variations]:
         pool0 = inputs["state_pool"].clone()
         # the windows a captured call would have, pinned so that the eager call runs them too (by
@@ -180,9 +181,9 @@ def main() -> None:
                     **record["ms"]
                 )
             )
-        if out:
-            out.write(json.dumps(record) + "\n")
-            out.flush()
+        if args.out:  # each record as it is made: a run cut short keeps what it measured
+            with open(os.path.join(args.out, "timeline.jsonl"), "a") as out:
+                out.write(json.dumps(record) + "\n")
 
 
 if __name__ == "__main__":

@@ -463,16 +463,19 @@ def launch_state(
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     N = state_indices.shape[0]
+    t_desc = descriptor(tbeta, CHUNK)
+    p_desc = t_desc if p is None else descriptor(p, CHUNK)
+    p_in = tbeta if p is None else p  # without P, Tβ and its descriptor in P's places, unread
     descs = (
         descriptor(q, K),
         descriptor(k, K),
         descriptor(v, BLOCK_V),
-        descriptor(tbeta, CHUNK),
+        t_desc,
         descriptor(o, BLOCK_V),
-        descriptor(tbeta if p is None else p, CHUNK),  # unread without P
+        p_desc,
     )
     _gdn_gluon_state_kernel[(V // BLOCK_V, HV, N)](
-        *descs, q, k, v, tbeta, o, tbeta if p is None else p, gates, state_pool, state_indices, cu_seqlens,
+        *descs, q, k, v, tbeta, o, p_in, gates, state_pool, state_indices, cu_seqlens,
         T, state_pool.stride(0), scale,
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, PDL=pdl, P_IN=p is not None, num_warps=4, launch_pdl=pdl,
     )  # fmt: skip

@@ -52,6 +52,8 @@ launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker make
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import triton
 from triton.experimental import gluon
@@ -68,6 +70,9 @@ from stampgen.kernels.chunked.gluon_pdl import launch_dependents
 from stampgen.kernels.gdn import chunk_tma
 from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
 from stampgen.kernels.gdn.chunk_gluon import _masked_p
+
+if TYPE_CHECKING:
+    from stampgen.kernels.gdn.chunk_intra import PFromIntra
 
 # A chunk's 64×64 tile in the wgmma accumulator's layout of one warpgroup (K Kᵀ, A, D^{-1}, Tβ, P)
 CHUNK_ACC = gl.constexpr(
@@ -397,7 +402,7 @@ def launch(
     seg_chunks: int = 1,
     worker_every: int = 0,
     maxnreg: int | None = None,
-    p_of: tuple | None = None,
+    p_of: PFromIntra | None = None,
     heads_inner: bool = False,
 ) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
@@ -406,7 +411,7 @@ def launch(
     only a sequence's segments of ``seg_chunks`` chunks but its last, and of its last segment the chunks
     c with c % n != n − 1 (``chunk_gluon_fused``'s worker makes the others' Tβ; n = 1: only what the
     Triton segment pass reads); 0: every chunk (``seg_chunks`` unread). ``maxnreg``: a register cap
-    (``LaunchConfig.gluon_intra_maxnreg``; None: none). ``p_of`` = (q, p, scale) (``chunk_intra.PFromIntra``): P of every chunk
+    (``LaunchConfig.gluon_intra_maxnreg``; None: none). ``p_of`` (``chunk_intra.PFromIntra``): P of every chunk
     written to p ([T, HV, 64], bf16) too, as ``chunk_gluon``'s state pass would make it from q
     (``LaunchConfig.gluon_p_from_intra``). ``heads_inner``: the programs of a chunk's value heads next to
     each other in launch order (``LaunchConfig.gluon_intra_heads_inner``), so that the two of a key head
@@ -414,13 +419,13 @@ def launch(
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
-    q, p, scale = p_of if p_of is not None else (k, tbeta, 1.0)  # unread without P
-    descs = (
-        chunk_tma.descriptor(k, K),
-        chunk_tma.descriptor(tbeta, CHUNK),
-        chunk_tma.descriptor(q, K),
-        chunk_tma.descriptor(p, CHUNK),
-    )
+    k_desc, t_desc = chunk_tma.descriptor(k, K), chunk_tma.descriptor(tbeta, CHUNK)
+    if p_of is None:  # the keys' and Tβ's again in P's places, unread
+        q_desc, p_desc, p, scale = k_desc, t_desc, tbeta, 1.0
+    else:
+        q_desc, p_desc = chunk_tma.descriptor(p_of.q, K), chunk_tma.descriptor(p_of.p, CHUNK)
+        p, scale = p_of.p, p_of.scale
+    descs = (k_desc, t_desc, q_desc, p_desc)
     chunks = T // CHUNK + N
     _gdn_gluon_intra_kernel[(chunks * HV,) if heads_inner else (chunks, HV)](
         *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, p, T, N, seg_chunks, scale,
