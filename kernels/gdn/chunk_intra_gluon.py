@@ -52,8 +52,6 @@ launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker make
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 import triton
 from triton.experimental import gluon
@@ -70,9 +68,6 @@ from stampgen.kernels.chunked.gluon_pdl import launch_dependents
 from stampgen.kernels.gdn import chunk_tma
 from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
 from stampgen.kernels.gdn.chunk_gluon import _masked_p
-
-if TYPE_CHECKING:
-    from stampgen.kernels.gdn.chunk_intra import PFromIntra
 
 # A chunk's 64×64 tile in the wgmma accumulator's layout of one warpgroup (K Kᵀ, A, D^{-1}, Tβ, P)
 CHUNK_ACC = gl.constexpr(
@@ -402,7 +397,7 @@ def launch(
     seg_chunks: int = 1,
     worker_every: int = 0,
     maxnreg: int | None = None,
-    p_of: PFromIntra | None = None,
+    p_of: tuple | None = None,  # a chunk_intra.PFromIntra (not imported: chunk_intra imports this module)
     heads_inner: bool = False,
 ) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
