@@ -21,7 +21,8 @@ benchmarks time them) is not what it shows. Without the profiler (06:07, H100, t
 in an inline script): eagerly 4.341 / 2.187 / 0.379 ms a call at 64k / 16k / 4k tokens, its host part
 3.302 / 2.155 / 0.304, against 1.520 / 0.410 / 0.110 in a graph — an eager call in windows is the
 host's Python (the Triton launcher's argument binding, the TMA descriptors made for each window's
-slices), not the GPU. Since then an eager call runs unwindowed (``launch_config``'s ``captured``).
+slices), not the GPU. Since then an eager call runs unwindowed (``launch_config``'s ``captured``):
+``--times`` at 07:10 on an H100, 0.601 / 1.796 ms eagerly at 16k / 64k.
 """
 
 from __future__ import annotations

@@ -183,7 +183,8 @@ def launch_config(
       1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752), where the call
       is ``captured`` into a CUDA graph (as every timing here is). Called eagerly, each window's two
       launches cost ~0.3 ms of the host's Python, more than the windows save on the GPU (an H100: 16k
-      2.19 ms and 64k 4.34 eagerly in windows, against 0.41 and 1.52 in a graph), so there one window.
+      2.19 ms and 64k 4.34 eagerly in windows, against 0.41 and 1.52 in a graph), so there one window
+      (eagerly then 0.60 and 1.80 ms).
       Far less than
       the intra launch's 0.110 / 0.433 ms: its programs share the state pass's SMs (128 state programs,
       one an SM, leave room for two of its) and slow the state's chain.
