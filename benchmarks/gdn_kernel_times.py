@@ -22,37 +22,55 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.gdn_intra_probe import _parse_config  # noqa: E402
 from benchmarks.gdn_prefill_probe import CASES, make_case, with_config  # noqa: E402
 from benchmarks.gdn_windows_timeline import kernels_of_one_call  # noqa: E402
 
 
 def seqlens_of(case: str) -> list[int]:
-    """``NxL`` as N lengths of L, or a named case of ``gdn_prefill_probe``."""
+    """``NxL`` as N lengths of L (both positive), or a named case of ``gdn_prefill_probe`` (a
+    ``ValueError`` naming what is wrong)."""
     if case in CASES:
         return CASES[case]
     n, sep, length = case.partition("x")
-    if not sep or not n.isdigit() or not length.isdigit():
-        raise SystemExit(f"case {case!r}: not NxL (e.g. 4x2048) nor one of {', '.join(CASES)}")
+    if not sep or not n.isdigit() or not length.isdigit() or int(n) == 0 or int(length) == 0:
+        raise ValueError(f"{case!r} is not NxL (e.g. 4x2048) nor one of {', '.join(CASES)}")
     return [int(length)] * int(n)
+
+
+def parse_variations(text: str) -> list[dict]:
+    """``--variations``: a JSON list of ``LaunchConfig`` overrides, each checked as ``gdn_intra_probe``
+    checks its ``--config`` (a ``ValueError`` naming what is wrong)."""
+    try:
+        items = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"not a JSON list ({err.msg})") from None
+    if not isinstance(items, list):
+        raise ValueError(f"not a JSON list: {text!r}")
+    return [_parse_config(json.dumps(item)) or {} for item in items]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="2x2048,4x2048,8x2048,16x2048")
-    parser.add_argument(
-        "--variations", type=json.loads, default=[], help="JSON list of LaunchConfig overrides"
-    )
+    parser.add_argument("--variations", default="[]", help="JSON list of LaunchConfig overrides")
     parser.add_argument("--out", default=os.environ.get("OUT"))
     args = parser.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("needs a CUDA GPU")
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    lengths = {case: seqlens_of(case) for case in cases}  # every case checked before any runs
+    try:  # every case and variation checked before anything runs
+        lengths = {case: seqlens_of(case) for case in cases}
+        variations = parse_variations(args.variations)
+    except ValueError as err:
+        parser.error(str(err))
+    if not cases:
+        parser.error("--cases: none given")
+    if not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU (CUPTI kernel times)")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     for case in cases:
         inputs = make_case(lengths[case])
-        for variation in [None, *args.variations]:
+        for variation in [None, *variations]:
             pool0 = inputs["state_pool"].clone()
             rows = with_config(variation, lambda inputs=inputs: kernels_of_one_call(inputs))
             inputs["state_pool"].copy_(pool0)

@@ -85,3 +85,27 @@ FUSED_COPY = "kernels/gdn/chunk_gluon_fused.py"  # the tree's own module serves 
 )  # fmt: skip
 def test_the_intra_probe_names_what_is_wrong(args, names):
     _assert_usage_error(_run(INTRA, *args), names)
+
+
+KERNEL_TIMES = str(ROOT / "benchmarks" / "gdn_kernel_times.py")
+
+
+@pytest.mark.parametrize(
+    "args,names",
+    [
+        (["--cases", "4x2048,4by2048"], ["4by2048", "NxL"]),
+        (["--cases", "0x2048"], ["0x2048", "NxL"]),
+        (["--cases", ","], ["--cases", "none"]),
+        (["--variations", '[{"seg_chunk": 32}]'], ["seg_chunk", "seg_chunks"]),
+        (["--variations", '[{"seg_chunks": "32"}]'], ["seg_chunks", "'32'"]),
+        (["--variations", "[1]"], ["not a JSON object"]),
+        (["--variations", '{"seg_chunks": 32}'], ["not a JSON list"]),
+        (["--variations", "["], ["not a JSON list"]),
+    ],
+    ids=[
+        "bad-case", "empty-batch", "no-case", "unknown-field", "field-not-a-number", "item-not-an-object",
+        "not-a-list", "bad-json",
+    ],
+)  # fmt: skip
+def test_the_kernel_times_probe_names_what_is_wrong(args, names):
+    _assert_usage_error(_run(KERNEL_TIMES, *args), names)
