@@ -81,16 +81,23 @@ def _accepts(hint, value) -> bool:
     return isinstance(value, int if hint is int else (int, float) if hint is float else hint)
 
 
-def _parse_config(text: str | None) -> dict | None:
-    """``--config``'s JSON object of ``LaunchConfig`` fields (a ``ValueError`` naming what is wrong)."""
-    if text is None:
-        return None
+def load_json(text: str, kind: type, name: str):
+    """``text`` as JSON of type ``kind`` (``name``: "object", "list"; a ``ValueError`` naming what is
+    wrong)."""
     try:
-        config = json.loads(text)
+        value = json.loads(text)
     except json.JSONDecodeError as err:
-        raise ValueError(f"not a JSON object ({err.msg})") from None
+        raise ValueError(f"not a JSON {name} ({err.msg})") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"not a JSON {name}: {text!r}")
+    return value
+
+
+def checked_overrides(config) -> dict:
+    """``config`` (parsed JSON) as ``LaunchConfig`` field overrides: an object of known fields, each of
+    its field's type (a ``ValueError`` naming what is wrong)."""
     if not isinstance(config, dict):
-        raise ValueError(f"not a JSON object: {text!r}")
+        raise ValueError(f"not a JSON object: {json.dumps(config)}")
     hints = typing.get_type_hints(chunk.LaunchConfig)
     unknown = sorted(set(config) - set(hints))
     if unknown:
@@ -102,6 +109,13 @@ def _parse_config(text: str | None) -> dict | None:
                 f"{field} takes {hint.__name__ if isinstance(hint, type) else hint}, got {value!r}"
             )
     return config
+
+
+def _parse_config(text: str | None) -> dict | None:
+    """``--config``'s JSON object of ``LaunchConfig`` fields (a ``ValueError`` naming what is wrong)."""
+    if text is None:
+        return None
+    return checked_overrides(load_json(text, dict, "object"))
 
 
 def main() -> None:

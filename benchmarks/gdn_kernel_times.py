@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from benchmarks.gdn_intra_probe import _parse_config  # noqa: E402
+from benchmarks.gdn_intra_probe import checked_overrides, load_json  # noqa: E402
 from benchmarks.gdn_prefill_probe import CASES, make_case, with_config  # noqa: E402
 from benchmarks.gdn_windows_timeline import kernels_of_one_call  # noqa: E402
 
@@ -41,13 +41,7 @@ def seqlens_of(case: str) -> list[int]:
 def parse_variations(text: str) -> list[dict]:
     """``--variations``: a JSON list of ``LaunchConfig`` overrides, each checked as ``gdn_intra_probe``
     checks its ``--config`` (a ``ValueError`` naming what is wrong)."""
-    try:
-        items = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"not a JSON list ({err.msg})") from None
-    if not isinstance(items, list):
-        raise ValueError(f"not a JSON list: {text!r}")
-    return [_parse_config(json.dumps(item)) or {} for item in items]
+    return [checked_overrides(item) for item in load_json(text, list, "list")]
 
 
 def main() -> None:
