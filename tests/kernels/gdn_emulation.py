@@ -40,6 +40,9 @@ mattered). Runs on any device, in float64. What each switch models:
   vectors made by a state pass from the stored Tβ, one product shorter on the state's chain (K S and
   Tβ(·) become one product w S): w = Tβ (exp(γ)⊙K) on 16-bit operands (K's rows scaled in fp32 first),
   rounded to 16 bits as that product's operand, u = Tβ V and v_new = u − w S in fp32 (not in the
+  kernels); ``residual_split``: v_new as two products accumulated in fp32, Tβ V on V as given and
+  Tβ (exp(γ)⊙(K S)) on that term rounded to 16 bits, where the kernels round V − exp(γ)⊙(K S) whole
+  (so that a state pass can issue V's product before K S is done and skip V's unpacking; not in the
   kernels).
 """
 
@@ -68,6 +71,7 @@ class Roundings:
     carry: str = "tf32"
     wy: bool = False
     wy_in_pass: bool = False
+    residual_split: bool = False
     beta_in_t: bool = True
 
 
@@ -274,6 +278,9 @@ def _step(seq: tuple, c: int, state: torch.Tensor, roundings: Roundings, scale: 
         w = round_to(dot(t_c, round_to(k_c * decayed, dtype), "input", dtype), dtype)
         u = dot(t_c, v_c, "input", dtype)
         v_new = round_to(u - dot(w, state_op, "input", dtype), torch.float32)
+    elif roundings.residual_split:
+        ks = round_to(dot(k_c, state_op, "input", dtype) * decayed, dtype)
+        v_new = round_to(t_c @ v_c - t_c @ ks, torch.float32)
     else:
         residual = v_c - dot(k_c, state_op, "input", dtype) * decayed
         if not roundings.beta_in_t:  # (I + A)^{-1} stored, β applied to the residual's rows

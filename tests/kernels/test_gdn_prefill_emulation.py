@@ -189,3 +189,18 @@ def test_the_wy_vectors_made_in_the_state_pass_keep_the_kernels_precision(family
     assert errors != errors_now  # another form, not the same roundings
     for err, err_now in zip(errors, errors_now):
         assert err <= 1.05 * err_now
+
+
+def test_v_new_as_two_products_costs_at_most_a_tenth_of_the_precision(family):
+    # Tβ V and Tβ (exp(γ)⊙(K S)) as two products (a state pass could issue V's before K S is done and
+    # skip unpacking V), only the second's operand rounded to 16 bits: where the state predicts V well
+    # (correlated keys, no decay) that operand is large beside the difference the kernels round, so
+    # the final state moves up to ~10% further from the fp64 recurrence (bf16 4.93e-3 against 4.50e-3),
+    # still within the issue's 1.5× of fla's error
+    dtype = family[3]
+    now = kernel_roundings(dtype, gluon_intra=True)
+    split = dataclasses.replace(now, residual_split=True)
+    errors, errors_now = _errors(family, split), _errors(family, now)
+    assert errors != errors_now
+    for err, err_now, err_fla in zip(errors, errors_now, family[4]):
+        assert err <= 1.12 * err_now and err <= 1.5 * err_fla
