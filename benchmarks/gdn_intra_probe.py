@@ -111,6 +111,12 @@ def checked_overrides(config) -> dict:
     return config
 
 
+def parse_variations(text: str) -> list[dict]:
+    """A ``--variations`` argument: a JSON list of ``LaunchConfig`` overrides, each checked as
+    ``--config`` is (a ``ValueError`` naming what is wrong)."""
+    return [checked_overrides(item) for item in load_json(text, list, "list")]
+
+
 def _parse_config(text: str | None) -> dict | None:
     """``--config``'s JSON object of ``LaunchConfig`` fields (a ``ValueError`` naming what is wrong)."""
     if text is None:

@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from benchmarks.gdn_intra_probe import checked_overrides, load_json  # noqa: E402
+from benchmarks.gdn_intra_probe import parse_variations  # noqa: E402
 from benchmarks.gdn_prefill_probe import CASES, make_case, with_config  # noqa: E402
 from benchmarks.gdn_windows_timeline import kernels_of_one_call  # noqa: E402
 
@@ -36,12 +36,6 @@ def seqlens_of(case: str) -> list[int]:
     if not sep or not n.isdigit() or not length.isdigit() or int(n) == 0 or int(length) == 0:
         raise ValueError(f"{case!r} is not NxL (e.g. 4x2048) nor one of {', '.join(CASES)}")
     return [int(length)] * int(n)
-
-
-def parse_variations(text: str) -> list[dict]:
-    """``--variations``: a JSON list of ``LaunchConfig`` overrides, each checked as ``gdn_intra_probe``
-    checks its ``--config`` (a ``ValueError`` naming what is wrong)."""
-    return [checked_overrides(item) for item in load_json(text, list, "list")]
 
 
 def main() -> None:
@@ -61,7 +55,10 @@ def main() -> None:
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUPTI kernel times)")
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as err:
+            parser.error(f"--out: {err}")
     for case in cases:
         inputs = make_case(lengths[case])
         for variation in [None, *variations]:

@@ -38,6 +38,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.gdn_intra_probe import parse_variations  # noqa: E402
 from benchmarks.gdn_prefill_probe import calls_ms, make_case, with_config  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
@@ -131,9 +132,7 @@ def overlap_summary(rows: list[dict]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=65536)
-    parser.add_argument(
-        "--variations", type=json.loads, default=[], help="JSON list of LaunchConfig overrides"
-    )
+    parser.add_argument("--variations", default="[]", help="JSON list of LaunchConfig overrides")
     parser.add_argument("--out", default=os.environ.get("OUT"))
     parser.add_argument(
         "--times",
@@ -141,12 +140,21 @@ def main() -> None:
         help="also time each configuration eagerly, its host part, and in a graph",
     )
     args = parser.parse_args()
+    try:  # checked before anything runs
+        variations = parse_variations(args.variations)
+    except ValueError as err:
+        parser.error(f"--variations: {err}")
+    if args.tokens < 1:
+        parser.error(f"--tokens must be a positive number of tokens, got {args.tokens}")
     if not torch.cuda.is_available():
-        raise SystemExit("needs a CUDA GPU")
+        parser.error("needs a CUDA GPU (CUPTI kernel times)")
     inputs = make_case([args.tokens])
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
-    for variation in [None, *args.variations]:
+        try:
+            os.makedirs(args.out, exist_ok=True)
+        except OSError as err:
+            parser.error(f"--out: {err}")
+    for variation in [None, *variations]:
         pool0 = inputs["state_pool"].clone()
         # the windows a captured call would have, pinned so that the eager call runs them too (by
         # default an eager call has none)

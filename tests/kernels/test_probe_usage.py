@@ -109,3 +109,20 @@ KERNEL_TIMES = str(ROOT / "benchmarks" / "gdn_kernel_times.py")
 )  # fmt: skip
 def test_the_kernel_times_probe_names_what_is_wrong(args, names):
     _assert_usage_error(_run(KERNEL_TIMES, *args), names)
+
+
+TIMELINE = str(ROOT / "benchmarks" / "gdn_windows_timeline.py")
+
+
+@pytest.mark.parametrize(
+    "args,names",
+    [
+        (["--variations", '[{"gluon_window_frist": 8}]'], ["--variations", "gluon_window_frist", "gluon_window_first"]),
+        (["--variations", '[{"gluon_window_first": "8"}]'], ["gluon_window_first", "'8'"]),
+        (["--variations", "{"], ["--variations", "not a JSON list"]),
+        (["--tokens", "0"], ["--tokens", "0"]),
+    ],
+    ids=["unknown-field", "field-not-a-number", "bad-json", "no-tokens"],
+)  # fmt: skip
+def test_the_windows_timeline_names_what_is_wrong(args, names):
+    _assert_usage_error(_run(TIMELINE, *args), names)
