@@ -279,8 +279,9 @@ def _step(seq: tuple, c: int, state: torch.Tensor, roundings: Roundings, scale: 
         u = dot(t_c, v_c, "input", dtype)
         v_new = round_to(u - dot(w, state_op, "input", dtype), torch.float32)
     elif roundings.residual_split:
-        ks = round_to(dot(k_c, state_op, "input", dtype) * decayed, dtype)
-        v_new = round_to(t_c @ v_c - t_c @ ks, torch.float32)
+        b = 1.0 if roundings.beta_in_t else beta[:, s][..., None]  # as the residual's rows below
+        ks = round_to(dot(k_c, state_op, "input", dtype) * decayed * b, dtype)
+        v_new = round_to(t_c @ (v_c * b) - t_c @ ks, torch.float32)
     else:
         residual = v_c - dot(k_c, state_op, "input", dtype) * decayed
         if not roundings.beta_in_t:  # (I + A)^{-1} stored, β applied to the residual's rows
