@@ -180,14 +180,13 @@ def launch_config(
     - One sequence of at least ``WINDOWED_TOKENS`` on the Gluon state pass goes window by window
       (``gluon_window_first`` 16 chunks, each next window 1.5× longer), the next window's intra launch
       beside the state pass on a second stream: 0.436 against 0.462 ms at 16k tokens, 1.720 against
-      1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752), where the call
-      is ``captured`` into a CUDA graph (as every timing here is). Called eagerly, each window's two
+      1.842 at 64k (first windows of 8 chunks 0.439 / 1.733; growth 2: 0.452 / 1.752). That saves far
+      less than the intra launch's 0.110 / 0.433 ms: its programs share the state pass's SMs (128 state
+      programs, one an SM, leave room for two of its) and slow the state's chain. Only where the call
+      is ``captured`` into a CUDA graph (as every timing here is): called eagerly, each window's two
       launches cost ~0.3 ms of the host's Python, more than the windows save on the GPU (an H100: 16k
       2.19 ms and 64k 4.34 eagerly in windows, against 0.41 and 1.52 in a graph), so there one window
       (eagerly then 0.60 and 1.80 ms).
-      Far less than
-      the intra launch's 0.110 / 0.433 ms: its programs share the state pass's SMs (128 state programs,
-      one an SM, leave room for two of its) and slow the state's chain.
     - Before ``chunk_gluon``, unwindowed or in windows, P made by the Gluon intra launch
       (``gluon_p_from_intra``): 0.113 / 0.397 / 1.544 ms at 4k / 16k / 64k against 0.121 / 0.428 /
       1.657 with P made in each of the state pass's V-tile programs (H200, P in two buffers; the
