@@ -21,8 +21,6 @@ import argparse
 import json
 import os
 import sys
-import types
-import typing
 
 import torch
 
@@ -30,6 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_bench import rel  # noqa: E402
 from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case, with_config  # noqa: E402
+from benchmarks.launch_overrides import parse_config  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused, chunk_intra, chunk_intra_gluon  # noqa: E402
 
 # What a copy stands for, by the function it defines: (that function's name, this tree's module holding it)
@@ -68,62 +67,6 @@ def _swap(copy) -> tuple | None:
     return next(((module, name, getattr(copy, name)) for name, module in _ROLES if hasattr(copy, name)), None)
 
 
-def _accepts(hint, value) -> bool:
-    """Whether ``value`` (from JSON) is of a ``LaunchConfig`` field's type ``hint``."""
-    if typing.get_origin(hint) is typing.Literal:
-        return value in typing.get_args(hint)
-    if typing.get_origin(hint) in (types.UnionType, typing.Union):
-        return any(_accepts(arm, value) for arm in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if isinstance(value, bool):  # JSON's true / false: a bool field's only
-        return hint is bool
-    return isinstance(value, int if hint is int else (int, float) if hint is float else hint)
-
-
-def load_json(text: str, kind: type, name: str):
-    """``text`` as JSON of type ``kind`` (``name``: "object", "list"; a ``ValueError`` naming what is
-    wrong)."""
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"not a JSON {name} ({err.msg})") from None
-    if not isinstance(value, kind):
-        raise ValueError(f"not a JSON {name}: {text!r}")
-    return value
-
-
-def checked_overrides(config) -> dict:
-    """``config`` (parsed JSON) as ``LaunchConfig`` field overrides: an object of known fields, each of
-    its field's type (a ``ValueError`` naming what is wrong)."""
-    if not isinstance(config, dict):
-        raise ValueError(f"not a JSON object: {json.dumps(config)}")
-    hints = typing.get_type_hints(chunk.LaunchConfig)
-    unknown = sorted(set(config) - set(hints))
-    if unknown:
-        raise ValueError(f"unknown field(s) {', '.join(unknown)}; LaunchConfig has {', '.join(hints)}")
-    for field, value in config.items():
-        hint = hints[field]
-        if not _accepts(hint, value):
-            raise ValueError(
-                f"{field} takes {hint.__name__ if isinstance(hint, type) else hint}, got {value!r}"
-            )
-    return config
-
-
-def parse_variations(text: str) -> list[dict]:
-    """A ``--variations`` argument: a JSON list of ``LaunchConfig`` overrides, each checked as
-    ``--config`` is (a ``ValueError`` naming what is wrong)."""
-    return [checked_overrides(item) for item in load_json(text, list, "list")]
-
-
-def _parse_config(text: str | None) -> dict | None:
-    """``--config``'s JSON object of ``LaunchConfig`` fields (a ``ValueError`` naming what is wrong)."""
-    if text is None:
-        return None
-    return checked_overrides(load_json(text, dict, "object"))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -141,7 +84,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
     try:
-        config = _parse_config(args.config)
+        config = parse_config(args.config)
     except ValueError as err:
         parser.error(f"--config: {err}")
     variants = {}

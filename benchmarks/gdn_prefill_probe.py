@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_bench import HV, SCALE, V, make_set  # noqa: E402
 from benchmarks.gdn_bench import rel as rel_rmse  # noqa: E402
+from benchmarks.launch_overrides import parse_variations  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
@@ -105,6 +106,16 @@ def calls_ms(fn) -> float:
 
 
 _MODULE_CONFIG = chunk.launch_config  # the module's own choice, before any pinning
+
+
+# The keys a variation may take beside LaunchConfig's fields, which ``pinned`` turns into ``seg_chunks``
+PINNED_EXTRA = {
+    "seg_scale": (
+        "a positive number",
+        lambda x: isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0,
+    ),
+    "segments": ("a positive integer", lambda x: isinstance(x, int) and not isinstance(x, bool) and x > 0),
+}
 
 
 def pinned(variation: dict | None):
@@ -211,8 +222,9 @@ def main() -> None:
     )
     parser.add_argument(
         "--variations",
-        type=json.loads,
-        help='JSON list of overrides to time instead of SWEEP, e.g. [{"intra_warps": 2}]',
+        help='JSON list of LaunchConfig overrides to time instead of SWEEP, e.g. [{"intra_warps": 2}]; '
+        "beside the fields, seg_scale (the segments' chunks scaled) and segments (the batch cut into so "
+        "many segments)",
     )
     parser.add_argument(
         "--against",
@@ -232,6 +244,11 @@ def main() -> None:
     unknown = sorted(set(args.cases.split(",")) - set(CASES))
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
+    if args.variations is not None:
+        try:  # checked before anything runs
+            args.variations = parse_variations(args.variations, extra=PINNED_EXTRA)
+        except ValueError as err:
+            parser.error(f"--variations: {err}")
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUDA-graph timing)")
     against = [path for path in args.against.split(",") if path]

@@ -5,7 +5,9 @@
 
 The warm-up call launches the same kernels as the profiled one (up to four: intra, segment, carry,
 state), so ``--launch-skip`` with that count skips it. Inputs are the probe's (``gdn_prefill_probe.py``:
-Qwen3-Next shapes, bf16 q/k/v). ``--against F`` profiles another copy of ``chunk.py`` instead.
+Qwen3-Next shapes, bf16 q/k/v). ``--against F`` profiles another copy of ``chunk.py`` instead;
+``--config JSON`` pins ``LaunchConfig`` fields for both calls, e.g. ``'{"gluon_fused_tbeta": "worker"}'``
+to profile the fused pass's worker making Tβ.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from benchmarks.gdn_prefill_probe import CASES, HV, V, _load_module, make_case  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, HV, V, _load_module, make_case, with_config  # noqa: E402
+from benchmarks.launch_overrides import parse_config  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
 
@@ -26,7 +29,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case", default="T=16384", choices=sorted(CASES))
     parser.add_argument("--against", help="another copy of kernels/gdn/chunk.py to profile instead")
+    parser.add_argument("--config", help='LaunchConfig fields pinned, e.g. {"gluon_fused_tbeta": "worker"}')
     args = parser.parse_args()
+    try:  # checked before anything runs
+        config = parse_config(args.config)
+    except ValueError as err:
+        parser.error(f"--config: {err}")
+    if config and args.against:
+        parser.error("--config pins this tree's launch_config; a copy given by --against takes its own")
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     if args.against and not os.path.isfile(args.against):
@@ -34,9 +44,12 @@ def main() -> None:
     module = _load_module(args.against) if args.against else chunk
     inputs = make_case(CASES[args.case])
     for _ in range(2):  # warm-up (compiles), then the call the profiler is told to keep
-        module.prefill(**inputs)
+        with_config(config, lambda: module.prefill(**inputs))
     torch.cuda.synchronize()
-    print(f"{args.case}: {module.launch_config(inputs['q'].shape[0], len(CASES[args.case]), HV, V)}")
+    shown = with_config(
+        config, lambda: module.launch_config(inputs["q"].shape[0], len(CASES[args.case]), HV, V)
+    )
+    print(f"{args.case}: {shown}")
 
 
 if __name__ == "__main__":

@@ -126,3 +126,56 @@ TIMELINE = str(ROOT / "benchmarks" / "gdn_windows_timeline.py")
 )  # fmt: skip
 def test_the_windows_timeline_names_what_is_wrong(args, names):
     _assert_usage_error(_run(TIMELINE, *args), names)
+
+
+PREFILL = str(ROOT / "benchmarks" / "gdn_prefill_probe.py")
+
+
+@pytest.mark.parametrize(
+    "args,names",
+    [
+        (["--variations", '[{"seg_chunk": 32}]'], ["--variations", "seg_chunk", "seg_chunks", "segments"]),
+        (["--variations", '[{"gluon_fused": "yes"}]'], ["gluon_fused", "'yes'"]),
+        (["--variations", '[{"segments": 0}]'], ["segments", "positive", "0"]),
+        (["--variations", '[{"segments": 1.5}]'], ["segments", "integer", "1.5"]),
+        (["--variations", '[{"seg_scale": -1}]'], ["seg_scale", "positive", "-1"]),
+        (["--variations", '[{"seg_scale": true}]'], ["seg_scale", "True"]),
+        (["--variations", '{"segments": 2}'], ["--variations", "not a JSON list"]),
+        (["--variations", "["], ["--variations", "not a JSON list"]),
+    ],
+    ids=[
+        "unknown-field", "field-of-another-type", "zero-segments", "fractional-segments", "negative-scale",
+        "bool-scale", "not-a-list", "bad-json",
+    ],
+)  # fmt: skip
+def test_the_prefill_probe_names_what_is_wrong_in_its_variations(args, names):
+    _assert_usage_error(_run(PREFILL, "--cases", "16x2048", *args), names)
+
+
+def test_every_configuration_of_the_prefill_probes_sweep_is_one_it_accepts():
+    """The sweep's configurations are checked as ``--variations`` are: a LaunchConfig field renamed or
+    retyped fails here, not minutes into a GPU run."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.gdn_prefill_probe import PINNED_EXTRA, SWEEP
+    from benchmarks.launch_overrides import checked_overrides
+
+    assert SWEEP, "an empty sweep checks nothing"
+    for variation in SWEEP:
+        assert checked_overrides(dict(variation), PINNED_EXTRA) == variation
+
+
+PROFILE = str(ROOT / "benchmarks" / "gdn_prefill_profile.py")
+
+
+@pytest.mark.parametrize(
+    "args,names",
+    [
+        (["--config", '{"gluon_fused_tbta": "worker"}'], ["--config", "gluon_fused_tbta", "gluon_fused_tbeta"]),
+        (["--config", '{"gluon_fused_tbeta": "wroker"}'], ["gluon_fused_tbeta", "'wroker'"]),
+        (["--config", "[]"], ["--config", "not a JSON object"]),
+        (["--config", '{"gluon_fused": true}', "--against", "kernels/gdn/chunk.py"], ["--config", "--against"]),
+    ],
+    ids=["unknown-field", "value-not-allowed", "not-an-object", "config-with-a-copy"],
+)  # fmt: skip
+def test_the_profile_driver_names_what_is_wrong_in_its_config(args, names):
+    _assert_usage_error(_run(PROFILE, *args), names)
