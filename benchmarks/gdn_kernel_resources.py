@@ -1,6 +1,6 @@
 """What our Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_batch,gluon_fused,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--defaults] [--sass DIR] [--lines N]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_batch,gluon_fused,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--defaults] [--sass DIR] [--listing DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
@@ -20,7 +20,9 @@ line table Triton leaves in the binary: where a step's instructions come from.
 Use it before spending GPU time: a variant that spills or fits one program per SM is known before it
 is timed. ``--sass DIR`` writes each kernel's SASS and prints a hash of it with names and line info
 stripped, so a refactor that must not change the machine code (a shared ``@triton.jit`` helper) can
-be checked without a GPU. Compare hashes of runs with the same ``--only``: a kernel's SASS can depend
+be checked without a GPU. ``--listing DIR`` writes each kernel's instructions with the source line
+of each, which ``ncu_source_summary.py --listing`` joins to Nsight Compute's stall samples of the same
+binary. Compare hashes of runs with the same ``--only``: a kernel's SASS can depend
 on what the process compiled before it (the state pass after the segment pass differs from the state
 pass alone, run after run; a real prefill compiles them in that order, as the full run does).
 """
@@ -457,6 +459,12 @@ def _listing(cubin: Path) -> list[tuple[int, str, tuple[str, int] | None]]:
     ]
 
 
+def _listing_text(listing) -> str:
+    """A listing as ``ncu_source_summary.py --listing`` reads it: address, opcode and source line (file:line,
+    or ``?``), tab-separated, an instruction a line."""
+    return "".join(f"{a:#x}\t{op}\t{f'{w[0]}:{w[1]}' if w else '?'}\n" for a, op, w in listing)
+
+
 def _loops(listing) -> list[tuple[int, int]]:
     """The loops' spans (a backward branch's target, the branch), outermost only, longest first. A span
     with an ``EXIT`` in it is no loop: ptxas places the retry of a TMA barrier wait after the kernel's
@@ -533,6 +541,12 @@ def main() -> None:
         "--defaults", action="store_true", help="each kernel's default configuration only (its first row)"
     )
     parser.add_argument("--sass", type=Path, help="folder to write each kernel's SASS into")
+    parser.add_argument(
+        "--listing",
+        type=Path,
+        help="folder to write each kernel's instructions into, one a line with its source line "
+        "(for ncu_source_summary.py --listing)",
+    )
     parser.add_argument(
         "--lines", type=int, default=0, help="list the N source lines with most loop instructions"
     )
@@ -616,6 +630,9 @@ def main() -> None:
             if args.sass:
                 args.sass.mkdir(parents=True, exist_ok=True)
                 (args.sass / f"{tag}.sass").write_text(sass)
+            if args.listing:
+                args.listing.mkdir(parents=True, exist_ok=True)
+                (args.listing / f"{tag}.lines").write_text(_listing_text(listing))
 
 
 if __name__ == "__main__":
