@@ -5,7 +5,7 @@ chunk's P and gate factors (and, if asked, its Tβ) made a chunk or two ahead, i
 ``chunk_gluon_batch``'s two warpgroups make P (Q Kᵀ masked and scaled by the decay) themselves, between
 the products of the state's chain; its step takes ~3.0 µs on 16×2048, the chain alone ~2.4. Here one
 program (a V tile of 128, value head, segment) is three warpgroups, as in FlashInfer's kernel
-(benchmarks/RESULTS.md, "What FlashInfer's kernel does differently"):
+(benchmarks/RESULTS.md, the prefill's "Where the time goes on 16×2048"):
 
 - two state warpgroups (the default partition, 64 rows of Sᵀ each): ``chunk_gluon_batch``'s step without
   Q Kᵀ and P — (K S)ᵀ and (Q S)ᵀ from Sᵀ, v_newᵀ = uᵀ Tβᵀ, the update and the output rows — on the q / k /
@@ -32,8 +32,8 @@ Segments, their schedule and their initial states are the Triton passes' (``chun
 chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., worker_every=...)``: of a sequence's
 last segment, every chunk or every n-th).
 
-Measured on the H200 (benchmarks/RESULTS.md, the prefill's "Steps between the side-by-side runs"
-and "Where the time goes now"): with Tβ copied in, 16×2048 0.556 ms
+Measured on the H200 (benchmarks/RESULTS.md, "History": "GDN prefill, 12-02 → 12-06"; on the H100 the
+prefill's "Where the time goes on 16×2048"): with Tβ copied in, 16×2048 0.556 ms
 (4×8192 0.529), the batch pass's output bit for bit, and ahead of the batch pass on 2×4096, 8×4096,
 64×512 and 16k + 15×1k as well; the worker's loop 607 SASS instructions a chunk beside the state
 warpgroups' 604. With Tβ made by the worker, slower: 0.573 / 0.543 (the intra launch then 0.020), the

@@ -32,7 +32,7 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
 1288 instructions a warp against the Triton launch's 2496, 99 registers (four programs per SM), 16 KiB,
 29 barriers (``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with fp16 solve operands
 and β folded into the decay's exponent (``chunk_common._log2_pair``). On the H200 (benchmarks/RESULTS.md,
-the prefill's "Steps between the side-by-side runs"): this launch 0.202 ms on 16×2048, 0.100 on 16k,
+"History": "GDN prefill, 12-02 → 12-06"): this launch 0.202 ms on 16×2048, 0.100 on 16k,
 0.407 on 64k, against 0.212 / 0.105 / 0.430 with D^{-1}'s rows stored one by one and the four-product
 solve (1352 instructions, 110 registers, 44 barriers). Forms measured slower: the gate vectors whole in
 every warp (each warp loading all of g and β; 7–11% slower here, though they help the fused pass's
