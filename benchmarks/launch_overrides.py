@@ -54,8 +54,10 @@ def checked_overrides(config, extra: Mapping[str, Extra] | None = None) -> dict:
     hints = typing.get_type_hints(chunk.LaunchConfig)
     unknown = sorted(set(config) - set(hints) - set(extra))
     if unknown:
-        known = ", ".join([*hints, *extra])
-        raise ValueError(f"unknown field(s) {', '.join(unknown)}; LaunchConfig has {known}")
+        besides = f"; beside them {', '.join(extra)}" if extra else ""
+        raise ValueError(
+            f"unknown field(s) {', '.join(unknown)}; LaunchConfig has {', '.join(hints)}{besides}"
+        )
     for field, value in config.items():
         if field in extra:
             takes, ok = extra[field]
