@@ -22,7 +22,8 @@ mattered). Runs on any device, in float64. What each switch models:
   hi + lo in N = D^{-1}(A − blocks) (one more dot; not in the kernels); ``"fp16-blocks"``: instead of
   that series, the inverse merged from D^{-1}'s blocks 16 → 32 → 64, each off-diagonal block
   ``−L_hi (A_hl L_lo)`` on fp16 operands (A_hl L_lo rounded to fp16 in between): three dependent levels
-  of small products that a warpgroup can keep in registers (not in the kernels); ``"fp16-depth3"``: the
+  of small products that a warpgroup can keep in registers (not in the kernels); ``"fp16-blocks-left"``:
+  the same as ``−(L_hi A_hl) L_lo`` (not in the kernels); ``"fp16-depth3"``: the
   same series as ``(I + N²)(I − N) D^{-1}``, N² made beside (I − N) D^{-1}, three dependent dots where the
   Triton launch chains four (the Gluon intra launch's solve);
 - ``tbeta_16``: Tβ stored in the input dtype; ``state_operand_16``: the state rounded to the input dtype
@@ -169,8 +170,8 @@ def tbeta(
     a = round_to(torch.where(low, kk * beta[..., :, None] * decay, 0.0), torch.float32)
     d_inv = diag_inverse(a, roundings.diag, roundings.diag_form)
     off = a - _blocks(a)
-    if roundings.merge == "fp16-blocks":
-        t = _merge_blocks(d_inv, off, torch.float16)
+    if roundings.merge in ("fp16-blocks", "fp16-blocks-left"):
+        t = _merge_blocks(d_inv, off, torch.float16, left=roundings.merge.endswith("-left"))
     elif roundings.merge.split("-")[0] in ("bf16", "fp16"):
         half = torch.bfloat16 if roundings.merge.startswith("bf16") else torch.float16
         d_lo = round_to(d_inv, half)
@@ -197,19 +198,27 @@ def tbeta(
     return round_to(t, dtype) if roundings.tbeta_16 else t
 
 
-def _merge_blocks(d_inv: torch.Tensor, off: torch.Tensor, half: torch.dtype) -> torch.Tensor:
+def _merge_blocks(
+    d_inv: torch.Tensor, off: torch.Tensor, half: torch.dtype, left: bool = False
+) -> torch.Tensor:
     """(I + A)^{-1} from the inverses of its 16×16 diagonal blocks (``d_inv``) and its off-diagonal part
     ``off``: at each level the inverse of a [lo, hi] pair of diagonal blocks gets the lower-left block
-    −L_hi (A_hl L_lo), on ``half`` operands with fp32 sums, A_hl L_lo rounded to ``half`` between."""
+    −L_hi (A_hl L_lo), on ``half`` operands with fp32 sums, A_hl L_lo rounded to ``half`` between; with
+    ``left``, −(L_hi A_hl) L_lo, L_hi A_hl rounded between (the first product's result is then the
+    second's left operand, which a warp's mma.sync takes from its accumulator in registers)."""
     t = d_inv.clone()
     for size in (16, 32):
         for start in range(0, CHUNK, 2 * size):
             lo, hi = slice(start, start + size), slice(start + size, start + 2 * size)
-            a_l = round_to(
-                round_to(round_to(off[..., hi, lo], half) @ round_to(t[..., lo, lo], half), torch.float32),
-                half,
-            )
-            t[..., hi, lo] = -round_to(round_to(t[..., hi, hi], half) @ a_l, torch.float32)
+            a_hl, l_lo, l_hi = (round_to(x, half) for x in (off[..., hi, lo], t[..., lo, lo], t[..., hi, hi]))
+            if left:
+                t[..., hi, lo] = -round_to(
+                    round_to(round_to(l_hi @ a_hl, torch.float32), half) @ l_lo, torch.float32
+                )
+            else:
+                t[..., hi, lo] = -round_to(
+                    l_hi @ round_to(round_to(a_hl @ l_lo, torch.float32), half), torch.float32
+                )
     return t
 
 

@@ -146,8 +146,9 @@ def test_merged_from_its_diagonal_blocks_the_inverse_is_the_inverse():
 
     a = _correlated_blocks("model")
     exact = torch.linalg.inv(torch.eye(64, dtype=torch.float64) + a)
-    merged = _merge_blocks(diag_inverse(a, "exact"), a - _blocks(a), torch.float64)
-    assert rel(merged, exact) <= 1e-6
+    for left in (False, True):
+        merged = _merge_blocks(diag_inverse(a, "exact"), a - _blocks(a), torch.float64, left=left)
+        assert rel(merged, exact) <= 1e-6
 
 
 # Shorter solves than the Triton launch's Horner chain of four dependent 64x64 products, on fp16
@@ -156,6 +157,9 @@ SHORTER_SOLVES = {
     # three dependent levels of small products, merged from D^{-1}'s blocks 16 -> 32 -> 64 (a warpgroup
     # can keep them in registers; not in the kernels)
     "fp16-blocks": 1.05,
+    # the same associated the other way, −(L_hi A_hl) L_lo: the first product's accumulator is the
+    # second's left operand (a warp's mma.sync chains them in registers)
+    "fp16-blocks-left": 1.05,
     # (I + N²)(I − N) D^{-1}: N² made beside (I − N) D^{-1}, then one product (the Gluon intra launch)
     "fp16-depth3": 1.1,
 }
