@@ -27,7 +27,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_bench import rel  # noqa: E402
-from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case, with_config  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case, out_dir, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_config  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused, chunk_intra, chunk_intra_gluon  # noqa: E402
 
@@ -101,10 +101,9 @@ def main() -> None:
                 f"--variants {item}: neither a copy of chunk_intra_gluon.py (launch) nor of chunk_gluon_fused.py"
                 " (launch_state)"
             )
+    out_dir(parser, args.out)
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
         parser.error("needs an sm_90 GPU (H100 / H200): the Gluon intra launch is written for it")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
     out = open(os.path.join(args.out, "intra_probe.jsonl"), "a") if args.out else None
     try:
         _run_cases(args.cases.split(","), variants, config, out)

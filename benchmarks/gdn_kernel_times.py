@@ -22,7 +22,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from benchmarks.gdn_prefill_probe import CASES, make_case, with_config  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, make_case, out_dir, with_config  # noqa: E402
 from benchmarks.gdn_windows_timeline import kernels_of_one_call  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
 
@@ -52,19 +52,13 @@ def main() -> None:
         parser.error(str(err))
     if not cases:
         parser.error("--cases: none given")
+    out_dir(parser, args.out)
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUPTI kernel times)")
-    if args.out:
-        try:
-            os.makedirs(args.out, exist_ok=True)
-        except OSError as err:
-            parser.error(f"--out: {err}")
     for case in cases:
         inputs = make_case(lengths[case])
         for variation in [None, *variations]:
-            pool0 = inputs["state_pool"].clone()
             rows = with_config(variation, lambda inputs=inputs: kernels_of_one_call(inputs))
-            inputs["state_pool"].copy_(pool0)
             span = max(r["end"] for r in rows)
             print(f"\n== {case}, {variation or 'default'}: span {span:.1f} µs")
             for r in rows:

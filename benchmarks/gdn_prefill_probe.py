@@ -85,6 +85,17 @@ SWEEP = [
 MAX_REL_VS_FP32 = 1e-2
 
 
+def out_dir(parser: argparse.ArgumentParser, path: str | None) -> str | None:
+    """``--out`` made (parents too) before anything runs, or a usage error saying why it cannot be (a
+    file in its way, no permission), not a traceback after minutes of a GPU run."""
+    if path:
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as err:
+            parser.error(f"--out: {err}")
+    return path
+
+
 def make_case(seqlens: list[int], seed: int = 0) -> dict:
     """One prefill input set of ``gdn_bench.py`` (the same distributions and shapes), as keyword
     arguments of ``chunk.prefill``."""
@@ -249,6 +260,7 @@ def main() -> None:
             args.variations = parse_variations(args.variations, extra=PINNED_EXTRA)
         except ValueError as err:
             parser.error(f"--variations: {err}")
+    out_dir(parser, args.out)
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUDA-graph timing)")
     against = [path for path in args.against.split(",") if path]
@@ -264,8 +276,6 @@ def main() -> None:
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     records = []
     # Emptied here; each row is appended and flushed as soon as it is measured.
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)  # as gdn_bench.py and gdn_recurrent_probe.py do
     out_file = open(os.path.join(args.out, "probe.jsonl"), "w") if args.out else None
 
     def emit(run: dict, name: str, T: int) -> None:

@@ -28,6 +28,7 @@ slices), not the GPU. Since then an eager call runs unwindowed (``launch_config`
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -38,7 +39,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from benchmarks.gdn_prefill_probe import calls_ms, make_case, with_config  # noqa: E402
+from benchmarks.gdn_prefill_probe import HV, V, calls_ms, make_case, out_dir, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
@@ -53,9 +54,25 @@ def _kind(name: str) -> str:
     return "other"
 
 
+def _pool_kept(fn):
+    """``fn(inputs)`` with ``inputs``' state pool as it was before: every prefill call updates it in place,
+    and the next configuration must start from the same states."""
+
+    @functools.wraps(fn)
+    def kept(inputs: dict, *args, **kwargs):
+        pool0 = inputs["state_pool"].clone()
+        try:
+            return fn(inputs, *args, **kwargs)
+        finally:
+            inputs["state_pool"].copy_(pool0)
+
+    return kept
+
+
+@_pool_kept
 def kernels_of_one_call(inputs: dict) -> list[dict]:
     """The GPU kernels of one eager ``chunk.prefill`` call (after ``WARMUP`` calls), in start order,
-    times in µs from the first one's start."""
+    times in µs from the first one's start; the state pool as it was."""
     from torch.profiler import ProfilerActivity, profile
 
     for _ in range(WARMUP):
@@ -90,10 +107,11 @@ def kernels_of_one_call(inputs: dict) -> list[dict]:
     return rows
 
 
+@_pool_kept
 def eager_and_graph_ms(inputs: dict, repeats: int = 10) -> dict:
     """Median ms of one eager call to its end on the GPU, of its host part alone (the call returning,
     its kernels maybe still queued), and of one call in a CUDA-graph replay (``gdn_prefill_probe``'s
-    measure)."""
+    measure); the state pool as it was."""
     for _ in range(WARMUP):
         chunk.prefill(**inputs)
     whole, host = [], []
@@ -146,22 +164,16 @@ def main() -> None:
         parser.error(f"--variations: {err}")
     if args.tokens < 1:
         parser.error(f"--tokens must be a positive number of tokens, got {args.tokens}")
+    out_dir(parser, args.out)
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUPTI kernel times)")
     inputs = make_case([args.tokens])
-    if args.out:
-        try:
-            os.makedirs(args.out, exist_ok=True)
-        except OSError as err:
-            parser.error(f"--out: {err}")
     for variation in [None, *variations]:
-        pool0 = inputs["state_pool"].clone()
         # the windows a captured call would have, pinned so that the eager call runs them too (by
         # default an eager call has none)
-        cfg = with_config(variation, lambda: chunk.launch_config(args.tokens, 1, 32, 128, captured=True))
+        cfg = with_config(variation, lambda: chunk.launch_config(args.tokens, 1, HV, V, captured=True))
         windowed = dict(variation or {}, gluon_window_first=cfg.gluon_window_first)
         rows = with_config(windowed, lambda: kernels_of_one_call(inputs))
-        inputs["state_pool"].copy_(pool0)
         bounds = chunk.windows(args.tokens, 1, cfg)
         print(
             f"\n== {variation or 'default'}: windows (chunks) {[(b - a) // chunk.CHUNK for a, b in bounds]}"
@@ -182,9 +194,7 @@ def main() -> None:
         )
         record = dict(variation=variation, rows=rows, summary=summary, per_chunk=per_chunk)
         if args.times:
-            pool0 = inputs["state_pool"].clone()
             record["ms"] = with_config(variation, lambda: eager_and_graph_ms(inputs))
-            inputs["state_pool"].copy_(pool0)
             print(
                 "ms a call: eager {eager:.3f}, its host part {host:.3f}, in a CUDA graph {graph:.4f}".format(
                     **record["ms"]

@@ -161,7 +161,7 @@ def test_every_configuration_of_the_prefill_probes_sweep_is_one_it_accepts():
 
     assert SWEEP, "an empty sweep checks nothing"
     for variation in SWEEP:
-        assert checked_overrides(dict(variation), PINNED_EXTRA) == variation
+        checked_overrides(dict(variation), PINNED_EXTRA)  # raises, naming the field, where one is wrong
 
 
 PROFILE = str(ROOT / "benchmarks" / "gdn_prefill_profile.py")
@@ -179,3 +179,19 @@ PROFILE = str(ROOT / "benchmarks" / "gdn_prefill_profile.py")
 )  # fmt: skip
 def test_the_profile_driver_names_what_is_wrong_in_its_config(args, names):
     _assert_usage_error(_run(PROFILE, *args), names)
+
+
+@pytest.mark.parametrize(
+    "tool,args",
+    [
+        (PREFILL, ["--cases", "16x2048"]),
+        (INTRA, ["--variants", f"a={FUSED_COPY}"]),
+        (KERNEL_TIMES, []),
+        (TIMELINE, []),
+    ],
+    ids=["prefill-probe", "intra-probe", "kernel-times", "windows-timeline"],
+)
+def test_an_out_folder_that_cannot_be_made_is_a_usage_error_before_any_gpu_work(tmp_path, tool, args):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way")
+    _assert_usage_error(_run(tool, *args, "--out", str(blocker / "out")), ["--out"])
