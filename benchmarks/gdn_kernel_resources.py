@@ -555,6 +555,12 @@ def main() -> None:
     unknown = sorted(set(wanted) - set(KERNELS))
     if unknown:
         parser.error(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(KERNELS)}")
+    for option, folder in (("--sass", args.sass), ("--listing", args.listing)):
+        try:  # made before any compile: a folder that cannot be is a usage error, not a traceback after
+            if folder:
+                folder.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            parser.error(f"{option}: {err}")
     missing = [tool for tool in ("ptxas", "cuobjdump", "nvdisasm") if not (BIN / tool).exists()]
     if missing:
         sys.exit(
@@ -628,10 +634,8 @@ def main() -> None:
                     fn.fn.__code__.co_filename,
                 )
             if args.sass:
-                args.sass.mkdir(parents=True, exist_ok=True)
                 (args.sass / f"{tag}.sass").write_text(sass)
             if args.listing:
-                args.listing.mkdir(parents=True, exist_ok=True)
                 (args.listing / f"{tag}.lines").write_text(_listing_text(listing))
 
 

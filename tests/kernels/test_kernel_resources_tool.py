@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "benchmarks" / "gdn_kernel_resources.py"
 
@@ -215,3 +217,14 @@ def test_a_ptx_that_ptxas_refuses_is_named_with_its_error_not_a_traceback():
     assert done.returncode == 1
     assert done.stderr.startswith("broken: ptxas failed") and "bogus" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("option", ["--sass", "--listing"])
+def test_an_output_folder_that_cannot_be_made_is_a_usage_error_before_any_compile(tmp_path, option):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way")
+    done = _run(str(TOOL), "--only", "decode", option, str(blocker / "out"))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "error:" in last and option in last, last
+    assert "kernel" not in done.stdout, "a kernel was compiled before the folder was checked"
