@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -207,7 +208,9 @@ def time_other(module, inputs: dict, pool0: torch.Tensor, o_ref: torch.Tensor, r
     """Another copy's whole prefill at its own launch configuration (its launches may differ from ours,
     so only the total is timed), checked against the same run as ours (``rel_key`` names it)."""
     T, N = inputs["q"].shape[0], len(inputs["state_indices"])
-    cfg = module.launch_config(T, N, HV, V)
+    # as timed, in a CUDA graph (as ``time_config`` reports ours), where the copy knows of captured calls
+    captured = {"captured": True} if "captured" in inspect.signature(module.launch_config).parameters else {}
+    cfg = module.launch_config(T, N, HV, V, **captured)
     try:
         inputs["state_pool"].copy_(pool0)
         rel = rel_rmse(module.prefill(**inputs), o_ref)
