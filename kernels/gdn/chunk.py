@@ -68,8 +68,8 @@ fp64 recurrence than fla's (``tests/kernels/test_gdn_prefill_emulation.py``); wi
 
 On sm_90 with bf16 inputs, ``LaunchConfig.gluon_intra`` (on by default) replaces launch 1 by
 ``chunk_intra_gluon``'s (the same Tβ in Gluon, its D^{-1} by forward substitution in fp32 rather than
-refined tf32 powers, and its solve in three dependent products rather than four, at the same
-precision; 1288 instructions a warp against 2496 here), before either state pass; before the passes
+refined tf32 powers, and its solve merged from those blocks' inverses in two levels of two products
+rather than a chain of four, at the same precision; 1320 instructions a warp against 2496 here), before either state pass; before the passes
 above a launch of ``_gdn_chunk_intra_kernel`` with ``SCHEDULE_ONLY`` writes the segment schedule
 first. Measured: 8–9% less time on one sequence and 10% on 16×2048 than with the Triton intra launch
 (benchmarks/RESULTS.md).

@@ -23,24 +23,27 @@ cut out of the 64×64 tile and put back (SHFL / SEL / STS). Here, one warpgroup 
   Triton's barrier pass sees every row's store write the one buffer. The product form it replaced —
   ``(I − a)(I + a²)(I + a⁴)(I + a⁸)`` on batched tf32 ``mma.sync`` with a refinement step on tf32
   pairs — took 1544 instructions a warp and 118 registers;
-- the solve ``(I + A)^{-1} = (I + N²)(I − N) D^{-1}``, N = D^{-1}(A − blocks), the series
-  ``D^{-1} − N D^{-1} + N² D^{-1} − N³ D^{-1}`` as three dependent fp16 wgmma where it chains four
-  (the Triton launch's Horner form): N, then N² beside (I − N) D^{-1} (N from shared memory for both),
-  then one product accumulated onto (I − N) D^{-1}; the same precision (``tests/kernels/
-  gdn_emulation.py``, ``merge="fp16-depth3"``).
+- the solve merged from D^{-1}'s blocks (``_tbeta_of_a``): the 32×32 pairs' lower-left blocks
+  −(L_b A_{b,b−1}) L_{b−1} by two batched fp16 ``mma.sync`` in each warp's registers (A_{b,b−1} from
+  shared memory, stored beside D^{-1}'s blocks under one barrier), then T = L1 − (L1 A') L1 with L1 the
+  32×32 block-diagonal inverse and A' A's lower-left 32×32 block (exact, as (L1 A')² = 0) by two fp16
+  wgmma; the precision of the series it replaced (``tests/kernels/gdn_emulation.py``,
+  ``merge="fp16-blocks-left"`` against ``"fp16-depth3"``, ``(I + N²)(I − N) D^{-1}`` in three
+  dependent wgmma).
 
-1288 instructions a warp against the Triton launch's 2496, 99 registers (four programs per SM), 16 KiB,
-29 barriers (``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with fp16 solve operands
-and β folded into the decay's exponent (``chunk_common._log2_pair``). On the H200 (benchmarks/RESULTS.md,
-"History": "GDN prefill, 12-02 → 12-06"): this launch 0.202 ms on 16×2048, 0.100 on 16k,
-0.407 on 64k, against 0.212 / 0.105 / 0.430 with D^{-1}'s rows stored one by one and the four-product
-solve (1352 instructions, 110 registers, 44 barriers). Forms measured slower: the gate vectors whole in
-every warp (each warp loading all of g and β; 7–11% slower here, though they help the fused pass's
-worker), and a cap of 96 registers for five programs an SM (28 B of spills).
+1320 instructions a warp against the Triton launch's 2496, 108 registers (four programs per SM), 16
+KiB, 28 barriers (``benchmarks/gdn_kernel_resources.py --only intra,gluon_intra``), with fp16 solve
+operands and β folded into the decay's exponent (``chunk_common._log2_pair``). On an H100 (12-06,
+benchmarks/RESULTS.md): this launch 0.197 ms on 16×2048, 0.095 on 16k, 0.422 on 64k against 0.207 /
+0.101 / 0.433 with that series (1288 instructions, 99 registers, 29 barriers; on the H200 the series
+0.202 / 0.100 / 0.407, against 0.212 / 0.105 / 0.430 with D^{-1}'s rows stored one by one and a
+four-product solve). Forms measured slower: the gate vectors whole in every warp (each warp loading all
+of g and β; 7–11% slower here, though they help the fused pass's worker), and a cap of 96 registers for
+five programs an SM (spills; before the fused pass with Tβ copied in it still helps: ``launch_config``).
 
 With ``STORE_P`` (``LaunchConfig.gluon_p_from_intra``, the default before ``chunk_gluon``) it also copies
 the chunk's queries in and writes P = scale (Q Kᵀ ⊙ E) for ``chunk_gluon``'s state pass, first, by
-``chunk_gluon._masked_p`` (``_store_p``): 1648 instructions a warp, 107 registers, 32 KiB (four programs
+``chunk_gluon._masked_p`` (``_store_p``): 1664 instructions a warp, 109 registers, 32 KiB (four programs
 an SM; two beside a state program); the launch 25–28% longer, the prefill 5–7% shorter.
 
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
@@ -56,12 +59,12 @@ import torch
 import triton
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma,
-    warpgroup_mma_wait,
 )
 
 from stampgen.kernels.chunked.gluon_pdl import launch_dependents
@@ -247,49 +250,80 @@ def _decay(hi, lo, beta=None):
 
 
 @gluon.jit
-def _tbeta_of_a(a, b_c):
-    """Tβ = (I + A)^{-1} diag(β) of one chunk from its A ([64, 64] fp32, strictly lower, in the wgmma
-    accumulator's layout of one warpgroup) and β; returned with the shared buffer ``m_s`` (see
-    ``_tbeta_of_chunk``)."""
+def _tbeta_of_a(a, b_c, out_s=None):
+    """Tβ = (I + A)^{-1} diag(β) of one chunk from its A ([64, 64] fp32 in the wgmma accumulator's layout
+    of one warpgroup: only its strictly lower part is read) and β; returned with a [64, 64] 16-bit shared
+    buffer free once it returns (``_tbeta_of_chunk``: Tβ's rows for a TMA store): ``out_s`` if given (a
+    16-bit [64, 64] buffer in the NVMMA layout, which the solve then uses), else one of its own.
+
+    The inverse merged from its diagonal blocks' (the module's docstring): D^{-1}'s 16×16 blocks by
+    forward substitution (block w in warp w); the 32×32 pairs' lower-left blocks −(L_b A_{b,b−1}) L_{b−1}
+    by two batched mma.sync in each warp's registers; then T = L1 − (L1 A') L1, two wgmma, where the
+    series form shared four operands and waited for three wgmma."""
     acc: gl.constexpr = CHUNK_ACC
     rows: gl.constexpr = gl.SliceLayout(1, acc)
     cols: gl.constexpr = gl.SliceLayout(0, acc)
     r = gl.arange(0, 64, layout=rows)
     c = gl.arange(0, 64, layout=cols)
-    diag_block = (r[:, None] // 16) == (c[None, :] // 16)
-    # The diagonal blocks stacked [4, 16, 16] (block w in the rows warp w holds), out of A by a selection
-    # in registers, and D^{-1}'s put back the same way
-    same4 = gl.reshape(diag_block, [4, 16, 4, 16])
-    blocks = gl.sum(gl.where(same4, gl.reshape(a, [4, 16, 4, 16]), 0.0), axis=2)
     f16: gl.constexpr = gl.float16
+    row_block, col_block = r // 16, c // 16
+    same4 = gl.reshape(row_block[:, None] == col_block[None, :], [4, 16, 4, 16])
+    sub4 = gl.reshape(row_block[:, None] == col_block[None, :] + 1, [4, 16, 4, 16])
+    a4 = gl.reshape(a, [4, 16, 4, 16])
+    blocks = gl.sum(gl.where(same4, a4, 0.0), axis=2)  # A_bb
+    subs = gl.sum(gl.where(sub4, a4, 0.0), axis=2)  # A_{b,b−1} (b = 0: zero)
     b_s: gl.constexpr = gl.NVMMASharedLayout.get_default_for([64, 64], f16)
+    sl: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, order=[2, 1, 0])
     m_s = gl.allocate_shared_memory(f16, [64, 64], b_s)
-    # A's blocks below the diagonal blocks to shared memory before D^{-1}, so that A does not hold 32
-    # registers a thread through it
-    _share(m_s, gl.where(diag_block, 0.0, a))
-    d4 = gl.expand_dims(_diag_inverse(blocks, gl.SliceLayout(2, same4.type.layout)), 2)
-    d_inv = gl.convert_layout(gl.reshape(gl.where(same4, d4, 0.0), [64, 64]), acc)
+    s_s = gl.allocate_shared_memory(f16, [4, 16, 16], sl)
+    # A's lower-left 32×32 block (the second level's operand) and the blocks A_{b,b−1} (the first's),
+    # stored before D^{-1}'s substitution, whose barrier they share
+    gl.thread_barrier()  # (the buffers' readers of the chunk before: every thread past its waits)
+    m_s.store(gl.where((r >= 32)[:, None] & (c < 32)[None, :], a, 0.0).to(f16))
+    s_s.store(subs.to(f16))
 
-    # The four solve dots on fp16 operands (fp32 sums), as the Triton launch takes them for 16-bit inputs
-    # (``chunk_intra._intra_chunk``, ``SOLVE_16``: fp16 rounds to nearest with 11 bits, where bf16 operands
-    # cost the final state on correlated keys 1.5× the error of fp32 dots).
+    mma: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[2, 0], warps_per_cta=[4, 1, 1], instr_shape=[1, 16, 8]
+    )
+    a_op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
+    b_op: gl.constexpr = gl.DotOperandLayout(operand_index=1, parent=mma, k_width=2)
+    d = _diag_inverse(blocks, mma)  # L_b, fp32
+    d_lo = d.to(f16)
+    l_s = gl.allocate_shared_memory(f16, [4, 16, 16], sl)
+    l_s.store(d_lo)
+    fence_async_shared()  # m_s is the next wgmma's operand
+    gl.thread_barrier()
+    # each pair's even block (L_0, L_2), for both warps of the pair: warp 2p + 1 takes L_2p as L_{b−1}
+    even = (
+        l_s.reshape([2, 32, 16])
+        .slice(0, 16, dim=1)
+        .load(gl.BlockedLayout([1, 1, 8], [1, 16, 2], [2, 2, 1], [2, 1, 0]))
+    )
+    l_prev = gl.reshape(gl.permute(gl.join(even, even), (0, 3, 1, 2)), [4, 16, 16])
+    zero = gl.zeros([4, 16, 16], gl.float32, mma)
+    y = mma_v2(gl.convert_layout(d_lo, a_op), s_s.load(b_op), zero)
+    x1 = mma_v2(gl.convert_layout(y.to(f16), a_op), gl.convert_layout(l_prev, b_op), zero)
+    odd = (gl.arange(0, 4, layout=gl.SliceLayout(1, gl.SliceLayout(2, mma))) % 2) == 1
+    x1 = gl.where(odd[:, None, None], -x1, 0.0)  # X_10, X_32 (the even blocks' are not of this level)
+
+    # L1: the diagonal inverses, and X below them in the odd row blocks, back in the accumulator layout
+    blk: gl.constexpr = gl.SliceLayout(2, same4.type.layout)
+    l1 = gl.where(
+        same4,
+        gl.expand_dims(gl.convert_layout(d, blk), 2),
+        gl.where(sub4, gl.expand_dims(gl.convert_layout(x1, blk), 2), 0.0),
+    )
+    l1 = gl.convert_layout(gl.reshape(l1, [64, 64]), acc)
     op: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc, k_width=2)
-    d_s = gl.allocate_shared_memory(f16, [64, 64], b_s)
-    d_lo = d_inv.to(f16)
-    _share(d_s, d_lo)  # (A's share above no longer fences this store for the async proxy)
-    nil = warpgroup_mma(gl.convert_layout(d_lo, op), m_s, gl.zeros_like(d_inv), use_acc=False).to(f16)
-    # (I − N + N² − N³) D^{-1} = (I + N²)(I − N) D^{-1}: N² made beside (I − N) D^{-1}, three dependent
-    # products where the series chains four. N from shared memory is both operands of N² and the A
-    # operand of N D^{-1} − D^{-1} (negated after: the same rounding), so that only the two
-    # accumulators take registers while they are in flight
-    _share(m_s, nil)
-    t_inv = warpgroup_mma(m_s, d_s, -d_inv, is_async=True)
-    n2 = warpgroup_mma(m_s, m_s, gl.zeros_like(d_inv), use_acc=False, is_async=True)
-    u, n2 = warpgroup_mma_wait(num_outstanding=0, deps=(t_inv, n2))
-    _share(d_s, u)
-    # −Tβ = (u + N² u) diag(β), u = N D^{-1} − D^{-1} (fp16 rounds −u to minus its rounding of u)
-    minus_t = warpgroup_mma(gl.convert_layout(n2.to(f16), op), d_s, u)
-    return minus_t * gl.convert_layout(-b_c, cols)[None, :], m_s
+    if out_s is None:
+        d_s = gl.allocate_shared_memory(f16, [64, 64], b_s)
+    else:
+        d_s = out_s._reinterpret(f16, [64, 64], b_s)
+    l1_lo = l1.to(f16)
+    _share(d_s, l1_lo)
+    y2 = warpgroup_mma(gl.convert_layout(l1_lo, op), m_s, gl.zeros_like(l1), use_acc=False)
+    t = warpgroup_mma(gl.convert_layout((-y2).to(f16), op), d_s, l1)
+    return t * gl.convert_layout(b_c, cols)[None, :], d_s
 
 
 @gluon.jit

@@ -23,9 +23,9 @@ mattered). Runs on any device, in float64. What each switch models:
   that series, the inverse merged from D^{-1}'s blocks 16 → 32 → 64, each off-diagonal block
   ``−L_hi (A_hl L_lo)`` on fp16 operands (A_hl L_lo rounded to fp16 in between): three dependent levels
   of small products that a warpgroup can keep in registers (not in the kernels); ``"fp16-blocks-left"``:
-  the same as ``−(L_hi A_hl) L_lo`` (not in the kernels); ``"fp16-depth3"``: the
-  same series as ``(I + N²)(I − N) D^{-1}``, N² made beside (I − N) D^{-1}, three dependent dots where the
-  Triton launch chains four (the Gluon intra launch's solve);
+  the same as ``−(L_hi A_hl) L_lo`` (the Gluon intra launch's and the fused pass's worker's solve since
+  12-06); ``"fp16-depth3"``: the same series as ``(I + N²)(I − N) D^{-1}``, N² made beside
+  (I − N) D^{-1}, three dependent dots where the Triton launch chains four (the Gluon solve before);
 - ``tbeta_16``: Tβ stored in the input dtype; ``state_operand_16``: the state rounded to the input dtype
   as the dots' operand; ``residual_16``: V − exp(γ)⊙(K S) rounded before Tβ(·); ``v_new_16``: v_new and
   exp(γ_C − γ)⊙v_new rounded for their dots; ``p_16``: P rounded;
@@ -86,7 +86,7 @@ def kernel_roundings(dtype: torch.dtype, *, gluon_intra: bool = False, fixed: bo
     if not fixed:
         return Roundings(diag="tf32", diag_form=form, merge="bf16" if dtype == torch.bfloat16 else "tf32")
     if gluon_intra:
-        return Roundings(diag="substitution", diag_form=form, merge="fp16-depth3")
+        return Roundings(diag="substitution", diag_form=form, merge="fp16-blocks-left")
     return Roundings(diag="tf32+refine", diag_form=form, merge="fp16")
 
 

@@ -158,9 +158,10 @@ SHORTER_SOLVES = {
     # can keep them in registers; not in the kernels)
     "fp16-blocks": 1.05,
     # the same associated the other way, −(L_hi A_hl) L_lo: the first product's accumulator is the
-    # second's left operand (a warp's mma.sync chains them in registers)
+    # second's left operand (a warp's mma.sync chains them in registers; the Gluon intra launch's and
+    # the fused pass's worker's solve)
     "fp16-blocks-left": 1.05,
-    # (I + N²)(I − N) D^{-1}: N² made beside (I − N) D^{-1}, then one product (the Gluon intra launch)
+    # (I + N²)(I − N) D^{-1}: N² made beside (I − N) D^{-1}, then one product (the Gluon solve before)
     "fp16-depth3": 1.1,
 }
 
