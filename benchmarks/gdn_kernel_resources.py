@@ -89,6 +89,7 @@ ARG_TYPES = dict(
     g=F32,
     beta=F32,
     gates=F32,
+    sums=F32,
     state_pool=F32,
     inter=F32,
     affine=F32,

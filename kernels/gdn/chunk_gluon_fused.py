@@ -14,12 +14,18 @@ program (a V tile of 128, value head, segment) is three warpgroups, as in FlashI
 - one worker warpgroup (``gl.warp_specialize``, ``WORKER_REGS`` registers a thread, the state
   warpgroups the rest): per chunk, from the same q and k tiles and the gates and β it loads a chunk
   ahead, Q Kᵀ masked and scaled by the decay into P, the factors exp γ, exp(γ_C − γ) and exp γ_C, and
-  Tβ: the intra launch's, copied in by TMA (``MAKE_EVERY`` 0, ``LaunchConfig.gluon_fused_tbeta="intra"``,
-  the default), or made here (``"worker"``: ``chunk_intra_gluon._tbeta_of_a``, the intra launch's
-  D^{-1} and solve, on an A whose decay matrix is P's too: one exponential a chunk for both, β and the
-  scale as factors rather than in the exponent) for every chunk (``MAKE_EVERY`` 1) or for every n-th
-  chunk of the segment (``gluon_fused_worker_every`` n, ``MAKE_EVERY`` n: chunk c with c % n == n − 1),
-  the intra launch's copied in for the others.
+  Tβ: made here (``LaunchConfig.gluon_fused_tbeta="worker"``, the default: ``chunk_intra_gluon._tbeta_of_a``,
+  the intra launch's D^{-1} and solve, on an A whose decay matrix is P's too: one exponential a chunk
+  for both, β and the scale as factors) for every chunk (``MAKE_EVERY`` 1) or for every n-th chunk of
+  the segment (``gluon_fused_worker_every`` n, ``MAKE_EVERY`` n: chunk c with c % n == n − 1), the
+  intra launch's copied in by TMA for the others (``"intra"``, ``MAKE_EVERY`` 0: for every chunk).
+
+Where the worker makes every chunk's Tβ, its chain is the pass's pace (the state warpgroups' step is
+shorter), so its path carries no work it can leave: the gate sums (γ as an fp32 pair and γ_C − γ) come
+from ``_gate_sums_kernel``, a small launch before the pass, rather than from a scan on the worker; Q Kᵀ
+runs while the decay is made; the decay's exponents and β reach A's row and column layouts through one
+shared-memory round trip; P and A share one mask (A's diagonal is read by no step of the solve); and
+the solve's last operand buffer is the slot its Tβ goes to.
 
 A sequence's partial last chunk goes through the same step: its tiles by TMA reach into the next
 sequence's rows (or TMA's zeros past the end), whose β the worker loads as 0, so Tβ's rows and columns
@@ -32,18 +38,15 @@ Segments, their schedule and their initial states are the Triton passes' (``chun
 chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., worker_every=...)``: of a sequence's
 last segment, every chunk or every n-th).
 
-Measured on the H200 (benchmarks/RESULTS.md, "History": "GDN prefill, 12-02 → 12-06"; on the H100 the
-prefill's "Where the time goes on 16×2048"): with Tβ copied in, 16×2048 0.556 ms
-(4×8192 0.529), the batch pass's output bit for bit, and ahead of the batch pass on 2×4096, 8×4096,
-64×512 and 16k + 15×1k as well; the worker's loop 607 SASS instructions a chunk beside the state
-warpgroups' 604. With Tβ made by the worker, slower: 0.573 / 0.543 (the intra launch then 0.020), the
-worker the chain (~4.3 µs a chunk): with it idle the state warpgroups run the pass in 0.313 ms (a step
-~2.4 µs). Its gate vectors are held whole in every warp (their fp64 scan within a warp: 54 barriers
-in its loop where it had 75 with the intra launch's D^{-1} and four-product solve, and no spills
-where it had 16 B; 0.656 / 0.628 before). Its spills once (148 B a thread at ``WORKER_REGS``, reloaded
-every iteration) made making only every sixth chunk's Tβ as slow as making all. Two workers taking
-alternate chunks do not fit: at 104 registers each the state warpgroups get 152 and ptxas serializes
-every wgmma of the kernel (C7512).
+Measured (benchmarks/RESULTS.md, the prefill's "Now" and "Since the 12-04 19:04 run"): with Tβ copied
+in, 16×2048 0.556 ms on the H200 (4×8192 0.529), the batch pass's output bit for bit, and ahead of the
+batch pass on 2×4096, 8×4096, 64×512 and 16k + 15×1k as well. With Tβ made by the worker, as above: on
+an H100 16×2048 0.513 against 0.563–0.568 ms copied in, 4×8192 0.479–0.481 against 0.531–0.542 (before
+12-06 its ~4.2 µs a chunk made it level or slower). Making only every 2nd or 3rd chunk's is no faster
+(``_worker``). Two workers taking alternate chunks do not fit: at 104 registers each the state
+warpgroups get 152 and ptxas serializes every wgmma of the kernel (C7512); the worker at 128 registers
+leaves the state warpgroups too few as well (serialized), so Q Kᵀ and K Kᵀ cannot both run while the
+decay is made (spills at 120).
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ from stampgen.kernels.gdn.chunk_gluon_batch import (
 from stampgen.kernels.gdn.chunk_intra_gluon import (
     CHUNK_ACC,
     _decay,
+    _exp2,
     _gate_loads,
     _gate_sums,
     _tbeta_of_a,
@@ -91,6 +95,64 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
     """Whether this pass applies: bf16 inputs (the worker's Tβ is the Gluon intra launch's, measured for
     bf16 keys), ``tiles_apply(q, k, v)`` and V a multiple of the V tile."""
     return k.dtype == torch.bfloat16 and tiles_apply(q, k, v) and v.shape[2] % BLOCK_V == 0
+
+
+@triton.jit
+def _gate_sums_kernel(g, schedule, sums, n_tokens, seg_chunks, N, HV: tl.constexpr):
+    """The fp32 gate sums of chunk ``program_id(1)`` of the segment in schedule row ``program_id(0)``, for
+    every value head: γ as the pair (hi, lo) and γ_C − γ (``chunk_intra_gluon._gate_sums`` and
+    ``_to_end``'s values, formed in fp64), into ``sums`` [3, HV, T], so that the worker that makes Tβ
+    loads them rather than scanning a chunk's gates on its path."""
+    row = schedule + tl.program_id(0).to(tl.int64) * _SCHEDULE_ROW
+    n = tl.load(row).to(tl.int32)
+    bos = tl.load(row + 2).to(tl.int32)
+    eos = tl.load(row + 3).to(tl.int32)
+    base = bos + tl.load(row + 1).to(tl.int32) * seg_chunks * 64
+    tok0 = base + tl.program_id(1) * 64
+    end = tl.minimum(base + seg_chunks * 64, eos)
+    if n >= N or tok0 >= end:
+        return
+    rows = tl.arange(0, 64)
+    heads = tl.arange(0, HV)
+    ok = (tok0 + rows < end)[:, None]
+    at = (tok0 + rows).to(tl.int64)[:, None]
+    g_c = tl.load(g + at * HV + heads[None, :], mask=ok, other=0.0).to(tl.float64)
+    gam = tl.cumsum(g_c, 0)
+    hi = gam.to(tl.float32)
+    out = sums + heads[None, :].to(tl.int64) * n_tokens + at
+    tl.store(out, hi, mask=ok)
+    tl.store(out + HV * n_tokens, (gam - hi.to(tl.float64)).to(tl.float32), mask=ok)
+    tl.store(out + 2 * HV * n_tokens, (tl.sum(g_c, 0)[None, :] - gam).to(tl.float32), mask=ok)
+
+
+@gluon.jit
+def _pair_loads(sums, tok0, n_rows, hv, n_tokens, HV: gl.constexpr, layout: gl.constexpr):
+    """A chunk's γ as the pair (hi, lo) of value head ``hv`` from ``_gate_sums_kernel``'s output, in
+    ``layout``. Rows past ``n_rows`` take the last row's, as a scan over gates loaded as 0 there gives
+    them: the decay between such a row and the chunk's first stays finite (with γ as 0 there,
+    2^(−γ_j log2 e) overflows under strong decay, and 0 · inf is NaN where β = 0 must hold the row out)."""
+    r = gl.arange(0, 64, layout=layout)
+    at = sums + hv.to(gl.int64) * n_tokens + tok0 + gl.minimum(r, n_rows - 1)
+    some = (r >= 0) & (n_rows > 0)  # a chunk past the segment's end (the loop's last look-ahead): none
+    return gl.load(at, mask=some, other=0.0), gl.load(at + HV * n_tokens, mask=some, other=0.0)
+
+
+@gluon.jit
+def _beta_loads(beta, tok0, n_rows, hv, HV: gl.constexpr, layout: gl.constexpr):
+    """A chunk's β of value head ``hv`` in ``layout``, 0 past ``n_rows``."""
+    r = gl.arange(0, 64, layout=layout)
+    return gl.load(beta + (tok0.to(gl.int64) + r) * HV + hv, mask=r < n_rows, other=0.0)
+
+
+@gluon.jit
+def _sums_loads(sums, beta, tok0, n_rows, hv, n_tokens, HV: gl.constexpr, layout: gl.constexpr):
+    """A chunk's (hi, lo, γ_C − γ, β) of value head ``hv`` (``_pair_loads``; γ_C − γ and β 0 past
+    ``n_rows``)."""
+    r = gl.arange(0, 64, layout=layout)
+    hi, lo = _pair_loads(sums, tok0, n_rows, hv, n_tokens, HV, layout)
+    at = sums + hv.to(gl.int64) * n_tokens + tok0 + r
+    after = gl.load(at + 2 * HV * n_tokens, mask=r < n_rows, other=0.0)
+    return hi, lo, after, _beta_loads(beta, tok0, n_rows, hv, HV, layout)
 
 
 @gluon.jit
@@ -120,9 +182,48 @@ def _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, t_phase, log2_scale, dt: gl.
 
 
 @gluon.jit
-def _p_and_tbeta_made(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt: gl.constexpr):
+def _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt: gl.constexpr):
     """P and Tβ of a chunk made here: one decay matrix for P and for A (γ's pair in both), β and the
-    scale as factors (``chunk_intra_gluon._tbeta_of_a``, the intra launch's D^{-1} and solve)."""
+    scale as factors (``chunk_intra_gluon._tbeta_of_a``, the intra launch's D^{-1} and solve). The
+    decay's exponents and β go to A's row and column layouts through ``x_s`` in one round trip
+    (``_decay`` converts each vector on its own, a barrier pair each). Q Kᵀ is issued first and runs
+    while the decay is made (K Kᵀ beside it as well: spills at ``WORKER_REGS``)."""
+    acc: gl.constexpr = CHUNK_ACC
+    rows: gl.constexpr = gl.SliceLayout(1, acc)
+    cols: gl.constexpr = gl.SliceLayout(0, acc)
+    qk = warpgroup_mma(
+        q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False, is_async=True
+    )
+    p_hi = hi * _LOG2E
+    x_s.index(0).store(p_hi)
+    x_s.index(1).store(gl.fma(hi, _LOG2E, -p_hi) + lo * _LOG2E)
+    x_s.index(2).store(b_c)
+    hi_r, hi_c = x_s.index(0).load(rows), x_s.index(0).load(cols)
+    lo_r, lo_c = x_s.index(1).load(rows), x_s.index(1).load(cols)
+    b_r, b_cc = x_s.index(2).load(rows), x_s.index(2).load(cols)
+    r = gl.arange(0, 64, layout=rows)
+    c_p = gl.arange(0, 64, layout=cols)
+    # scale E_ij on and below the diagonal (the scale in row i's exponent), masked once for P and A: A's
+    # diagonal is read by no step of the solve
+    e = gl.where(
+        r[:, None] >= c_p[None, :],
+        _exp2((hi_r[:, None] - hi_c[None, :]) + ((lo_r + log2_scale)[:, None] - lo_c[None, :])),
+        0.0,
+    )
+    qk = warpgroup_mma_wait(num_outstanding=0, deps=(qk,))
+    p_s.index(buf).store((qk * e).to(dt))
+    kk = warpgroup_mma(k_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
+    # the solve's last operand buffer the slot Tβ goes to (shared memory: the pass has no room for another)
+    t_beta, _ = _tbeta_of_a(kk * e * (b_r * gl.exp2(-log2_scale))[:, None], b_cc, t_s.index(buf))
+    gl.thread_barrier()  # every warp past its wait for the solve's last product, which read the slot
+    t_s.index(buf).store(t_beta.to(dt))
+
+
+@gluon.jit
+def _p_and_tbeta_scanned(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt: gl.constexpr):
+    """``_p_and_tbeta_made`` as it was before 12-06, for a worker that makes only every n-th chunk's Tβ
+    (``MAKE_EVERY`` > 1, not a default): ``_p_and_tbeta_made`` there gave wrong outputs on the GPU
+    (against this form and the batch pass; every chunk's made by it, right), cause not found."""
     acc: gl.constexpr = CHUNK_ACC
     r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
     c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
@@ -136,8 +237,8 @@ def _p_and_tbeta_made(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt: gl.constex
 
 @gluon.jit
 def _worker(
-    q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, hv, base, end, n_chunks,
-    scale, log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, MAKE_EVERY: gl.constexpr,
+    q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, n_tokens, hv, base, end,
+    n_chunks, scale, log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, MAKE_EVERY: gl.constexpr,
 ):  # fmt: skip
     """Per chunk c of the segment: Tβ, P and the gate factors into slot c % 2, once the state warpgroups
     have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed. Tβ is made here for the
@@ -151,16 +252,25 @@ def _worker(
     vec: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
     acc: gl.constexpr = CHUNK_ACC
     dt: gl.constexpr = t_s.dtype
-    g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
+    if MAKE_EVERY == 1:  # the gate sums made by ``_gate_sums_kernel``: loaded, not scanned here
+        h_c, l_c, a_c, b_c = _sums_loads(sums, beta, base, gl.minimum(end - base, 64), hv, n_tokens, HV, vec)
+    else:
+        g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
     # Where some chunks are made and some copied, the copies' barrier phases (bit b: slot b's), as a
     # slot no longer takes a copy every other chunk
     t_phases = 0
+    x_s = gl.allocate_shared_memory(gl.float32, [3, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     for c in tl.range(0, n_chunks, disable_licm=True):
         buf = c % 2
         stage = c % STAGES
         tok0 = base + c * 64
         n_rows = gl.minimum(end - tok0, 64)
-        g_n, b_n = _gate_loads(g, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, HV, vec)
+        if MAKE_EVERY == 1:
+            h_n, l_n, a_n, b_n = _sums_loads(
+                sums, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, n_tokens, HV, vec
+            )
+        else:
+            g_n, b_n = _gate_loads(g, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, HV, vec)
         mbarrier.wait(free.index(buf), ((c // 2) & 1) ^ 1)
         if MAKE_EVERY == 0:
             _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
@@ -168,8 +278,11 @@ def _worker(
             if c % MAKE_EVERY != MAKE_EVERY - 1:
                 _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
         mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
-        gam, hi, lo = _gate_sums(g_c)
-        after = _to_end(g_c, gam)
+        if MAKE_EVERY == 1:
+            hi, lo, after = h_c, l_c, a_c
+        else:
+            gam, hi, lo = _gate_sums(g_c)
+            after = _to_end(g_c, gam)
         first = gl.arange(0, 64, layout=vec) == 0
         # exp γ, exp(γ_C − γ) and exp γ_C = exp(γ_0 + (γ_C − γ_0)), as the batch pass makes them from the
         # stored gate sums (γ rounded to fp32: ``hi``)
@@ -180,23 +293,27 @@ def _worker(
         )
         # P = scale (Q Kᵀ ⊙ E) on and below the diagonal; above it E may overflow to inf, which the select
         # discards. Made before Tβ, so that only γ's pair and β live through the solve (registers).
+        q_t = q_s.index(stage)
         k_t = k_s.index(stage)
-        qk = warpgroup_mma(q_s.index(stage), k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc),
-                           use_acc=False)  # fmt: skip
         if MAKE_EVERY == 0:
             # every chunk before this one was full: c // 2 copies on this barrier
+            qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
             _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, (c // 2) & 1, log2_scale, dt)
         elif MAKE_EVERY == 1:
-            _p_and_tbeta_made(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt)
+            _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt)
         else:
+            qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
             if c % MAKE_EVERY != MAKE_EVERY - 1:
                 _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, (t_phases >> buf) & 1, log2_scale, dt)
                 t_phases = t_phases ^ (1 << buf)
             else:
-                _p_and_tbeta_made(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt)
+                _p_and_tbeta_scanned(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt)
         fence_async_shared()  # Tβ and P are read by the state warpgroups' wgmma (the async proxy)
         mbarrier.arrive(ready.index(buf), count=1)
-        g_c, b_c = g_n, b_n
+        if MAKE_EVERY == 1:
+            h_c, l_c, a_c, b_c = h_n, l_n, a_n, b_n
+        else:
+            g_c, b_c = g_n, b_n
 
 
 @gluon.jit
@@ -319,8 +436,8 @@ def _state(
 @gluon.jit
 def _gdn_gluon_fused_state_kernel(
     q_desc, k_desc, v_desc, o_desc, t_desc,
-    o, tbeta, g, beta, state_pool, state_indices, schedule, start, carry,
-    pool_slot_stride, scale, seg_chunks, N,
+    o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
+    pool_slot_stride, scale, seg_chunks, N, n_tokens,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_EVERY: gl.constexpr,
 ):  # fmt: skip
@@ -369,8 +486,8 @@ def _gdn_gluon_fused_state_kernel(
             (_state, (q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
                       o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end,
                       n_chunks, pool_slot_stride, scale, HV, K, V, BV, STAGES)),
-            (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, hv, base, end,
-                       n_chunks, scale, gl.log2(scale), HV, STAGES, MAKE_EVERY)),
+            (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, n_tokens,
+                       hv, base, end, n_chunks, scale, gl.log2(scale), HV, STAGES, MAKE_EVERY)),
         ],
         [4],
         [WORKER_REGS],
@@ -393,9 +510,16 @@ def launch_state(
         descriptor(q, K), descriptor(k, K), descriptor(v, BLOCK_V), descriptor(o, BLOCK_V),
         descriptor(tbeta, CHUNK),
     )  # fmt: skip
+    N = state_indices.shape[0]
+    sums = g  # unread unless the worker makes every chunk's Tβ
+    if worker_every(config) == 1:
+        sums = torch.empty((3, HV, T), dtype=torch.float32, device=g.device)
+        _gate_sums_kernel[(schedule.shape[1], config.seg_chunks)](
+            g, schedule, sums, T, config.seg_chunks, N, HV=HV, num_warps=4
+        )
     _gdn_gluon_fused_state_kernel[(triton.cdiv(V, BLOCK_V), HV, schedule.shape[1])](
-        *descs, o, tbeta, g, beta, state_pool, state_indices, schedule, start, carry,
-        state_pool.stride(0), float(scale), config.seg_chunks, state_indices.shape[0],
+        *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
+        state_pool.stride(0), float(scale), config.seg_chunks, N, T,
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
         MAKE_EVERY=worker_every(config), num_warps=BLOCK_V // 16,
     )  # fmt: skip

@@ -131,6 +131,16 @@ def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(gluon, normaliz
     _assert_matches(o, low, batch_run, reference_run)
 
 
+def test_fused_pass_holds_partial_last_chunks_out_under_strong_decay(gluon, source):
+    # gates near −8 a token: over a partial last chunk γ falls to about −300, so a row past the end
+    # whose γ were taken as 0 would overflow its decay (2^(−γ log2 e)), and 0 · inf is NaN where β = 0
+    # must hold that row out of Tβ, v_new and the state
+    low, upcast = _inputs([100, 37, 64, 130, 1], seed=21, normalizer=0.125, **FEW_HEADS)
+    o, batch_run, reference_run = _run_both(gluon, low, upcast, source)
+    assert torch.isfinite(o).all() and torch.isfinite(low["state_pool"]).all()
+    _assert_matches(o, low, batch_run, reference_run)
+
+
 def test_fused_pass_is_captured_and_replayed_in_a_cuda_graph(gluon, source):
     low, _ = _inputs([100, 156, 64, 1], seed=11, **FEW_HEADS)
     fresh, _ = _inputs([100, 156, 64, 1], seed=12, **FEW_HEADS)
