@@ -53,7 +53,7 @@ class LaunchConfig(NamedTuple):
     # of 4k–64k tokens (Gluon state pass) and 10% on 16×2048 (Triton passes) than with the Triton intra
     # launch (benchmarks/RESULTS.md).
     gluon_intra: bool = False
-    # A register cap for the Gluon intra launch (``maxnreg``; None: none, 99 registers, four programs an
+    # A register cap for the Gluon intra launch (``maxnreg``; None: none, 108 registers, four programs an
     # SM). Before the fused pass, 96: five an SM, a few bytes spilled, 4% less time for the launch and 3%
     # for the prefill on 16×2048; beside ``chunk_gluon``'s windows none (equal at 64k, 0.8% slower at 16k)
     gluon_intra_maxnreg: int | None = None
@@ -73,8 +73,8 @@ class LaunchConfig(NamedTuple):
     gluon_fused: bool = False
     # Where ``gluon_fused``'s Tβ comes from: "intra" (the intra launch's, over every chunk, copied in by
     # the worker) or "worker" (made by the worker beside P, for the chunks ``gluon_fused_worker_every``
-    # says; the intra launch writes the rest): slower, the worker's chain longer than the state's step
-    # (``launch_config``)
+    # says; the intra launch writes the rest). ``launch_config`` takes "worker" (faster since 12-06:
+    # the worker's chain shortened, ``chunk_gluon_fused``)
     gluon_fused_tbeta: Literal["intra", "worker"] = "intra"
     # With "worker": the worker makes the Tβ of a segment's every n-th chunk (chunk c with c % n == n − 1)
     # and copies in the intra launch's for the others, which the intra launch then writes (1: the
@@ -196,13 +196,14 @@ def launch_config(
     - And there ``gluon_fused`` (``chunk_gluon_fused``: that pass with P and the gate factors made by a
       worker warpgroup beside the state's chain, Tβ copied in from the intra launch): 16×2048 0.583
       against 0.627 ms, 4×8192 0.554 against 0.601. With Tβ made by the worker too
-      (``gluon_fused_tbeta="worker"``, the intra launch cut to what the segment pass reads) slower:
-      0.573 and 0.543 against 0.556 and 0.529 (since the three-product solve and the worker's gate
-      vectors whole in every warp; 0.656 and 0.628 before); one warpgroup makes a chunk's Tβ and P in
-      ~4.3 µs, where the state warpgroups' step needs ~2.4–2.7. With the worker making only every 2nd
-      or 3rd chunk's (``gluon_fused_worker_every``) no faster: 0.567 / 0.563 against 0.554 on 16×2048
-      (4×8192 0.540 / 0.536 against 0.526), a made chunk's solve waiting for its slot, so for the state
-      warpgroups' step before it (``chunk_gluon_fused._worker``).
+      (``gluon_fused_tbeta="worker"``, the intra launch cut to what the segment pass reads), the
+      default since 12-06: on an H100 16×2048 0.513 against 0.563–0.568 ms with the intra launch's Tβ
+      copied in, 4×8192 0.479–0.481 against 0.531–0.542 (the worker's chain shortened: the gate sums
+      loaded from a small launch, the block-merged solve, one round trip for the decay's vectors;
+      before it, level or slower, its ~4.2 µs a chunk the pass's pace). With the worker making only
+      every 2nd or 3rd chunk's (``gluon_fused_worker_every``) no faster (12-04: 0.567 / 0.563 against
+      0.554 on 16×2048), a made chunk's solve waiting for its slot, so for the state warpgroups' step
+      before it (``chunk_gluon_fused._worker``).
     - With ``chunk_gluon`` on at least ``HEADS_INNER_TOKENS`` tokens, the intra launch's programs in
       (chunk, value head) order (``gluon_intra_heads_inner``): at 64k tokens the intra launch alone
       0.668 → 0.471 ms and the prefill 1.551 / 1.560 → 1.511 ms (H100; another H100 1.563 / 1.581 →
@@ -224,6 +225,7 @@ def launch_config(
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
         gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_intra_maxnreg=None if gluon else 96,
-        gluon_batch=not gluon, gluon_fused=not gluon, gluon_window_first=16 if windowed else 0,
+        gluon_batch=not gluon, gluon_fused=not gluon, gluon_fused_tbeta="intra" if gluon else "worker",
+        gluon_window_first=16 if windowed else 0,
         gluon_p_from_intra=gluon, gluon_intra_heads_inner=gluon and num_tokens >= HEADS_INNER_TOKENS,
     )  # fmt: skip

@@ -282,13 +282,13 @@ def test_a_batch_takes_the_gluon_batch_state_pass_only_where_it_applies(monkeypa
 
 
 def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
-    # ``gluon_fused`` (the default for batches, Tβ from the intra launch; not for one sequence, which
+    # ``gluon_fused`` (the default for batches, Tβ made by its worker; not for one sequence, which
     # takes chunk_gluon) with the batch pass and the Gluon intra launch; with Tβ made by its worker the
     # intra launch writes only what the segment pass reads (its ``seg_chunks``)
     from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra, chunk_intra_gluon
 
     on = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)
-    assert on.gluon_fused and on.gluon_batch and on.gluon_fused_tbeta == "intra"
+    assert on.gluon_fused and on.gluon_batch and on.gluon_fused_tbeta == "worker"
     one = chunk.launch_config(16384, 1, 32, 128, interpret=False)
     assert one.gluon_state and not one.gluon_fused
     x = torch.zeros(64, 1, 128)
@@ -337,12 +337,12 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
     # the config's register cap reaches the Gluon launch as it is (None: uncapped)
     assert asked == [(7, 0, None), (7, 1, 96), (7, 3, 80)]
     # and the prefill asks for that only where the fused pass's worker makes Tβ, for the chunks it makes
-    worker = on._replace(gluon_fused_tbeta="worker")
+    worker, intra = on, on._replace(gluon_fused_tbeta="intra")
     assert chunk._intra_worker_every(True, worker) == 1 and chunk._intra_worker_every(False, worker) == 0
     every_2 = worker._replace(gluon_fused_worker_every=2)
     assert chunk._intra_worker_every(True, every_2) == 2
-    assert chunk._intra_worker_every(True, on) == 0
-    assert chunk._intra_worker_every(True, on._replace(gluon_fused_worker_every=2)) == 0  # Tβ from intra
+    assert chunk._intra_worker_every(True, intra) == 0
+    assert chunk._intra_worker_every(True, intra._replace(gluon_fused_worker_every=2)) == 0  # Tβ from intra
 
 
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():
