@@ -223,7 +223,9 @@ def _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt:
 def _p_and_tbeta_scanned(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt: gl.constexpr):
     """``_p_and_tbeta_made`` as it was before 12-06, for a worker that makes only every n-th chunk's Tβ
     (``MAKE_EVERY`` > 1, not a default): ``_p_and_tbeta_made`` there gave wrong outputs on the GPU
-    (against this form and the batch pass; every chunk's made by it, right), cause not found."""
+    (against this form and the batch pass; every chunk's made by it, right), cause not found. That
+    form also had Q Kᵀ issued inside each branch of the runtime ``if`` rather than once before it (as
+    here), so either may be the cause (benchmarks/RESULTS.md, "Landed 12-06 10:45")."""
     acc: gl.constexpr = CHUNK_ACC
     r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
     c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
