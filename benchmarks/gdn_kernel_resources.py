@@ -315,14 +315,6 @@ VARIANTS = [
         1,
     ),
     (
-        "gluon_intra",
-        "before the fused pass",
-        dict(LAUNCH_DEPENDENTS=False, WORKER_EVERY=chunk_config.worker_every(_batch)),
-        4,
-        1,
-        dict(maxnreg=_batch.gluon_intra_maxnreg),
-    ),
-    (
         "gluon_fused",
         "default",
         dict(

@@ -54,8 +54,9 @@ class LaunchConfig(NamedTuple):
     # launch (benchmarks/RESULTS.md).
     gluon_intra: bool = False
     # A register cap for the Gluon intra launch (``maxnreg``; None: none, 108 registers, four programs an
-    # SM). Before the fused pass, 96: five an SM, a few bytes spilled, 4% less time for the launch and 3%
-    # for the prefill on 16×2048; beside ``chunk_gluon``'s windows none (equal at 64k, 0.8% slower at 16k)
+    # SM). None by default: 96 (five an SM) was 4% faster before the fused pass with the series solve,
+    # but spills 112 B and serializes the merged solve's wgmma, and batches now make Tβ in the fused
+    # pass (``launch_config``); beside ``chunk_gluon``'s windows it gained nothing
     gluon_intra_maxnreg: int | None = None
     # Launch 3 of the Triton passes (the state pass over segments) is ``chunk_gluon_batch``'s where it
     # applies (sm_90, 16-bit q/k/v, V a multiple of its V tile): the state transposed in the wgmma
@@ -167,10 +168,11 @@ def launch_config(
       inputs). With it the state pass is the intra launch's programmatic dependent (``gluon_pdl``:
       0.7–1.6% less).
     - The intra launch in Gluon (``gluon_intra``) wherever it applies (sm_90, bf16), before either
-      state pass: 8–9% less time on one sequence, 10% on 16×2048. Before the Triton passes capped at
-      96 registers (``gluon_intra_maxnreg``; five programs an SM): the launch 0.192 against 0.201 ms
-      on 16×2048, the prefill 0.547 against 0.563, the same Tβ bit for bit; on one sequence (the
-      windows, its programs beside the state pass's) no gain, 0.430 against 0.427 at 16k.
+      state pass: 8–9% less time on one sequence, 10% on 16×2048. Uncapped: capped at 96 registers
+      (``gluon_intra_maxnreg``; five programs an SM) it was 4% faster before the Triton passes with the
+      series solve (12-04: the prefill 0.547 against 0.563 ms on 16×2048), but the merged solve spills
+      there and ptxas serializes its wgmma (the prefill 0.572 against 0.565 with Tβ copied in), and
+      batches now make Tβ in the fused pass; on one sequence no gain (0.430 against 0.427 at 16k).
     - Where the Triton passes run, their state pass is ``chunk_gluon_batch``'s (``gluon_batch``) where
       it applies, at V tiles of 128: one program an SM over (segment, value head), so the segments
       above (2·SMs // tiles of 64 = SMs // tiles of 128) fill the GPU as they do for the Triton pass.
@@ -224,7 +226,7 @@ def launch_config(
     windowed = captured and gluon and num_seqs == 1 and num_tokens >= WINDOWED_TOKENS
     return LaunchConfig(
         block_v, 4, 2, 4, seg_chunks, intra_maxnreg=128, segment_maxnreg=168,
-        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True, gluon_intra_maxnreg=None if gluon else 96,
+        gluon_state=gluon, gluon_pdl=gluon, gluon_intra=True,
         gluon_batch=not gluon, gluon_fused=not gluon, gluon_fused_tbeta="intra" if gluon else "worker",
         gluon_window_first=16 if windowed else 0,
         gluon_p_from_intra=gluon, gluon_intra_heads_inner=gluon and num_tokens >= HEADS_INNER_TOKENS,

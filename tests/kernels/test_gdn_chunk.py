@@ -248,8 +248,8 @@ def test_the_gpu_default_takes_the_gluon_state_pass_where_its_programs_fit_at_on
     assert cfg.gluon_state == gluon
     assert cfg.gluon_pdl == gluon  # the state pass as the intra launch's programmatic dependent
     assert cfg.gluon_intra  # the intra launch in Gluon, before either state pass (where it applies)
-    # capped (five programs an SM) before the Triton passes only: beside the windows it gained nothing
-    assert cfg.gluon_intra_maxnreg == (None if gluon else 96)
+    # uncapped (four programs an SM): capped, the merged solve spills and its wgmma serialize
+    assert cfg.gluon_intra_maxnreg is None
     # P made once a chunk by the intra launch where chunk_gluon reads it (its V-tile programs each made it)
     assert cfg.gluon_p_from_intra == gluon
     # the intra launch's programs a chunk's value heads together on a long sequence only (64k gained
