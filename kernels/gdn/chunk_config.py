@@ -199,8 +199,8 @@ def launch_config(
       worker warpgroup beside the state's chain, Tβ copied in from the intra launch): 16×2048 0.583
       against 0.627 ms, 4×8192 0.554 against 0.601. With Tβ made by the worker too
       (``gluon_fused_tbeta="worker"``, the intra launch cut to what the segment pass reads), the
-      default since 12-06: on an H100 16×2048 0.513 against 0.563–0.568 ms with the intra launch's Tβ
-      copied in, 4×8192 0.479–0.481 against 0.531–0.542 (the worker's chain shortened: the gate sums
+      default since 12-06: on an H100 16×2048 0.513 against 0.565–0.572 ms with the intra launch's Tβ
+      copied in, 4×8192 0.479–0.481 against 0.534 (the worker's chain shortened: the gate sums
       loaded from a small launch, the block-merged solve, one round trip for the decay's vectors;
       before it, level or slower, its ~4.2 µs a chunk the pass's pace). With the worker making only
       every 2nd or 3rd chunk's (``gluon_fused_worker_every``) no faster (12-04: 0.567 / 0.563 against

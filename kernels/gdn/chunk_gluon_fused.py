@@ -41,7 +41,7 @@ last segment, every chunk or every n-th).
 Measured (benchmarks/RESULTS.md, the prefill's "Now" and "Since the 12-04 19:04 run"): with Tβ copied
 in, 16×2048 0.556 ms on the H200 (4×8192 0.529), the batch pass's output bit for bit, and ahead of the
 batch pass on 2×4096, 8×4096, 64×512 and 16k + 15×1k as well. With Tβ made by the worker, as above: on
-an H100 16×2048 0.513 against 0.563–0.568 ms copied in, 4×8192 0.479–0.481 against 0.531–0.542 (before
+an H100 16×2048 0.513 against 0.565–0.572 ms copied in, 4×8192 0.479–0.481 against 0.534 (before
 12-06 its ~4.2 µs a chunk made it level or slower). Making only every 2nd or 3rd chunk's is no faster
 (``_worker``). Two workers taking alternate chunks do not fit: at 104 registers each the state
 warpgroups get 152 and ptxas serializes every wgmma of the kernel (C7512); the worker at 128 registers
