@@ -320,7 +320,7 @@ VARIANTS = [
         dict(
             STAGES=_batch.gluon_batch_stages,
             WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            MAKE_EVERY=chunk_config.worker_every(_batch),
+            MAKE_TBETA=chunk_config.worker_every(_batch) == 1,
         ),
         8,
         1,
@@ -332,23 +332,21 @@ VARIANTS = [
             K=64,
             STAGES=_batch.gluon_batch_stages,
             WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            MAKE_EVERY=chunk_config.worker_every(_batch),
+            MAKE_TBETA=chunk_config.worker_every(_batch) == 1,
         ),
         8,
         1,
     ),
-    *(
-        (
-            "gluon_fused",
-            {0: "Tβ loaded", 1: "Tβ by the worker"}.get(every, f"worker Tβ every {every}"),
-            dict(
-                STAGES=_batch.gluon_batch_stages, WORKER_REGS=chunk_gluon_fused.WORKER_REGS, MAKE_EVERY=every
-            ),
-            8,
-            1,
-        )
-        for every in (0, 1, 2, 3)
-        if every != chunk_config.worker_every(_batch)
+    (
+        "gluon_fused",
+        "Tβ by the worker" if chunk_config.worker_every(_batch) == 0 else "Tβ loaded",
+        dict(
+            STAGES=_batch.gluon_batch_stages,
+            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
+            MAKE_TBETA=chunk_config.worker_every(_batch) == 0,
+        ),
+        8,
+        1,
     ),
     ("kda_intra", "default", dict(BKB=_kda.key_block, LEVELS=False), _kda.intra_warps, 1),
     ("kda_intra", "key block 128", dict(BKB=128, LEVELS=False), _kda.intra_warps, 1),

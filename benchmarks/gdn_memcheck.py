@@ -60,10 +60,6 @@ CONFIG_ROWS = {
     "gluon-batch128": dict(_BATCH, gluon_fused=False),
     # chunk_gluon_fused with Tβ made by its worker (the intra launch cut to the segment pass's chunks)
     "gluon-fused-worker": dict(_BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker"),
-    # ... or by its worker for every other chunk of a segment, the intra launch's for the rest
-    "gluon-fused-every2": dict(
-        _BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker", gluon_fused_worker_every=2
-    ),
     # one sequence in windows of two chunks and more (one window where the call has several sequences)
     "gluon-windows": _WINDOWS,
     # P made by the Gluon intra launch and read by chunk_gluon, unwindowed (as its PDL dependent) and in windows

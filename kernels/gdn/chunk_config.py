@@ -73,14 +73,10 @@ class LaunchConfig(NamedTuple):
     # ``gluon_batch_stages``.
     gluon_fused: bool = False
     # Where ``gluon_fused``'s Tβ comes from: "intra" (the intra launch's, over every chunk, copied in by
-    # the worker) or "worker" (made by the worker beside P, for the chunks ``gluon_fused_worker_every``
-    # says; the intra launch writes the rest). ``launch_config`` takes "worker" (faster since 12-06:
-    # the worker's chain shortened, ``chunk_gluon_fused``)
+    # the worker) or "worker" (made by the worker beside P; the intra launch writes only what the
+    # segment pass reads). ``launch_config`` takes "worker" (faster since 12-06: the worker's chain
+    # shortened, ``chunk_gluon_fused``)
     gluon_fused_tbeta: Literal["intra", "worker"] = "intra"
-    # With "worker": the worker makes the Tβ of a segment's every n-th chunk (chunk c with c % n == n − 1)
-    # and copies in the intra launch's for the others, which the intra launch then writes (1: the
-    # worker makes every chunk's)
-    gluon_fused_worker_every: int = 1
     # With ``gluon_state`` and one sequence: the tokens cut into windows (whole chunks) that the state
     # pass runs one after another, the pool row carrying the state between them, while the intra launch
     # of the next window runs on a second stream beside it, so that only the first window's intra
@@ -102,16 +98,13 @@ class LaunchConfig(NamedTuple):
 
 
 def worker_every(config: LaunchConfig) -> int:
-    """Of which chunks of a segment the fused pass's worker makes Tβ (``gluon_fused_tbeta``,
-    ``gluon_fused_worker_every``): every n-th (chunk c with c % n == n − 1), n returned; 0: none, every
-    chunk's copied in from the intra launch. A bad value is refused here, where the prefill reads it
-    (a NamedTuple has no construction hook): a typo would otherwise pick a form silently."""
+    """Of which chunks of a segment the fused pass's worker makes Tβ (``gluon_fused_tbeta``), as the
+    intra launch's ``worker_every`` takes it: 1, every chunk; 0, none (every chunk's copied in from the
+    intra launch). A bad value is refused here, where the prefill reads it (a NamedTuple has no
+    construction hook): a typo would otherwise pick a form silently."""
     if config.gluon_fused_tbeta not in ("intra", "worker"):
         raise ValueError(f"gluon_fused_tbeta must be 'intra' or 'worker', not {config.gluon_fused_tbeta!r}")
-    every = config.gluon_fused_worker_every
-    if isinstance(every, bool) or not isinstance(every, int) or every < 1:
-        raise ValueError(f"gluon_fused_worker_every must be an int of at least 1, not {every!r}")
-    return every if config.gluon_fused_tbeta == "worker" else 0
+    return 1 if config.gluon_fused_tbeta == "worker" else 0
 
 
 # A call this long (tokens) on the Gluon state pass has the intra launch's programs in (chunk, value head)
@@ -202,10 +195,10 @@ def launch_config(
       default since 12-06: on an H100 16×2048 0.513 against 0.565–0.572 ms with the intra launch's Tβ
       copied in, 4×8192 0.479–0.481 against 0.534 (the worker's chain shortened: the gate sums
       loaded from a small launch, the block-merged solve, one round trip for the decay's vectors;
-      before it, level or slower, its ~4.2 µs a chunk the pass's pace). With the worker making only
-      every 2nd or 3rd chunk's (``gluon_fused_worker_every``) no faster (12-04: 0.567 / 0.563 against
-      0.554 on 16×2048), a made chunk's solve waiting for its slot, so for the state warpgroups' step
-      before it (``chunk_gluon_fused._worker``).
+      before it, level or slower, its ~4.2 µs a chunk the pass's pace). The worker making only every
+      2nd or 3rd chunk's was no faster (12-04: 0.567 / 0.563 against 0.554 on 16×2048), a made chunk's
+      solve waiting for its slot, so for the state warpgroups' step before it; that option
+      (``gluon_fused_worker_every``) was removed on 12-06.
     - With ``chunk_gluon`` on at least ``HEADS_INNER_TOKENS`` tokens, the intra launch's programs in
       (chunk, value head) order (``gluon_intra_heads_inner``): at 64k tokens the intra launch alone
       0.668 → 0.471 ms and the prefill 1.551 / 1.560 → 1.511 ms (H100; another H100 1.563 / 1.581 →

@@ -16,9 +16,8 @@ program (a V tile of 128, value head, segment) is three warpgroups, as in FlashI
   ahead, Q Kᵀ masked and scaled by the decay into P, the factors exp γ, exp(γ_C − γ) and exp γ_C, and
   Tβ: made here (``LaunchConfig.gluon_fused_tbeta="worker"``, the default: ``chunk_intra_gluon._tbeta_of_a``,
   the intra launch's D^{-1} and solve, on an A whose decay matrix is P's too: one exponential a chunk
-  for both, β and the scale as factors) for every chunk (``MAKE_EVERY`` 1) or for every n-th chunk of
-  the segment (``gluon_fused_worker_every`` n, ``MAKE_EVERY`` n: chunk c with c % n == n − 1), the
-  intra launch's copied in by TMA for the others (``"intra"``, ``MAKE_EVERY`` 0: for every chunk).
+  for both, β and the scale as factors; ``MAKE_TBETA``), or the intra launch's, copied in by TMA
+  (``"intra"``).
 
 Where the worker makes every chunk's Tβ, its chain is the pass's pace (the state warpgroups' step is
 shorter), so its path carries no work it can leave: the gate sums (γ as an fp32 pair and γ_C − γ) come
@@ -35,15 +34,16 @@ masked stores.
 
 Segments, their schedule and their initial states are the Triton passes' (``chunk_state``), as for
 ``chunk_gluon_batch``; where the worker makes Tβ, the intra launch before this pass leaves out the
-chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., worker_every=...)``: of a sequence's
-last segment, every chunk or every n-th).
+chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., worker_every=1)``: every chunk of a
+sequence's last segment).
 
 Measured (benchmarks/RESULTS.md, the prefill's "Now" and "Since the 12-04 19:04 run"): with Tβ copied
 in, 16×2048 0.556 ms on the H200 (4×8192 0.529), the batch pass's output bit for bit, and ahead of the
 batch pass on 2×4096, 8×4096, 64×512 and 16k + 15×1k as well. With Tβ made by the worker, as above: on
 an H100 16×2048 0.513 against 0.565–0.572 ms copied in, 4×8192 0.479–0.481 against 0.534 (before
-12-06 its ~4.2 µs a chunk made it level or slower). Making only every 2nd or 3rd chunk's is no faster
-(``_worker``). Two workers taking alternate chunks do not fit: at 104 registers each the state
+12-06 its ~4.2 µs a chunk made it level or slower). Making only every 2nd or 3rd chunk's Tβ and copying
+in the rest was no faster (12-04: with two slots a made chunk's solve waits for the state warpgroups'
+step before it) and was removed on 12-06. Two workers taking alternate chunks do not fit: at 104 registers each the state
 warpgroups get 152 and ptxas serializes every wgmma of the kernel (C7512); the worker at 128 registers
 leaves the state warpgroups too few as well (serialized), so Q Kᵀ and K Kᵀ cannot both run while the
 decay is made (spills at 120).
@@ -76,7 +76,6 @@ from stampgen.kernels.gdn.chunk_gluon_batch import (
 )
 from stampgen.kernels.gdn.chunk_intra_gluon import (
     CHUNK_ACC,
-    _decay,
     _exp2,
     _gate_loads,
     _gate_sums,
@@ -126,33 +125,21 @@ def _gate_sums_kernel(g, schedule, sums, n_tokens, seg_chunks, N, HV: tl.constex
 
 
 @gluon.jit
-def _pair_loads(sums, tok0, n_rows, hv, n_tokens, HV: gl.constexpr, layout: gl.constexpr):
-    """A chunk's γ as the pair (hi, lo) of value head ``hv`` from ``_gate_sums_kernel``'s output, in
-    ``layout``. Rows past ``n_rows`` take the last row's, as a scan over gates loaded as 0 there gives
-    them: the decay between such a row and the chunk's first stays finite (with γ as 0 there,
-    2^(−γ_j log2 e) overflows under strong decay, and 0 · inf is NaN where β = 0 must hold the row out)."""
-    r = gl.arange(0, 64, layout=layout)
-    at = sums + hv.to(gl.int64) * n_tokens + tok0 + gl.minimum(r, n_rows - 1)
-    some = (r >= 0) & (n_rows > 0)  # a chunk past the segment's end (the loop's last look-ahead): none
-    return gl.load(at, mask=some, other=0.0), gl.load(at + HV * n_tokens, mask=some, other=0.0)
-
-
-@gluon.jit
-def _beta_loads(beta, tok0, n_rows, hv, HV: gl.constexpr, layout: gl.constexpr):
-    """A chunk's β of value head ``hv`` in ``layout``, 0 past ``n_rows``."""
-    r = gl.arange(0, 64, layout=layout)
-    return gl.load(beta + (tok0.to(gl.int64) + r) * HV + hv, mask=r < n_rows, other=0.0)
-
-
-@gluon.jit
 def _sums_loads(sums, beta, tok0, n_rows, hv, n_tokens, HV: gl.constexpr, layout: gl.constexpr):
-    """A chunk's (hi, lo, γ_C − γ, β) of value head ``hv`` (``_pair_loads``; γ_C − γ and β 0 past
-    ``n_rows``)."""
+    """A chunk's (hi, lo, γ_C − γ, β) of value head ``hv`` from ``_gate_sums_kernel``'s output and β, in
+    ``layout``. Rows past ``n_rows`` take the last row's (hi, lo), as a scan over gates loaded as 0 there
+    gives them: the decay between such a row and the chunk's first stays finite (with γ as 0 there,
+    2^(−γ_j log2 e) overflows under strong decay, and 0 · inf is NaN where β = 0 must hold the row out);
+    their γ_C − γ and β are 0. A chunk past the segment's end (the loop's look-ahead) loads nothing."""
     r = gl.arange(0, 64, layout=layout)
-    hi, lo = _pair_loads(sums, tok0, n_rows, hv, n_tokens, HV, layout)
+    last = sums + hv.to(gl.int64) * n_tokens + tok0 + gl.minimum(r, n_rows - 1)
+    some = (r >= 0) & (n_rows > 0)
+    hi = gl.load(last, mask=some, other=0.0)
+    lo = gl.load(last + HV * n_tokens, mask=some, other=0.0)
     at = sums + hv.to(gl.int64) * n_tokens + tok0 + r
     after = gl.load(at + 2 * HV * n_tokens, mask=r < n_rows, other=0.0)
-    return hi, lo, after, _beta_loads(beta, tok0, n_rows, hv, HV, layout)
+    b = gl.load(beta + (tok0.to(gl.int64) + r) * HV + hv, mask=r < n_rows, other=0.0)
+    return hi, lo, after, b
 
 
 @gluon.jit
@@ -220,67 +207,40 @@ def _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt:
 
 
 @gluon.jit
-def _p_and_tbeta_scanned(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt: gl.constexpr):
-    """``_p_and_tbeta_made`` as it was before 12-06, for a worker that makes only every n-th chunk's Tβ
-    (``MAKE_EVERY`` > 1, not a default): ``_p_and_tbeta_made`` there gave wrong outputs on the GPU
-    (against this form and the batch pass; every chunk's made by it, right), cause not found. That
-    form also had Q Kᵀ issued inside each branch of the runtime ``if`` rather than once before it (as
-    here), so either may be the cause (benchmarks/RESULTS.md, "Landed 12-06 10:45")."""
-    acc: gl.constexpr = CHUNK_ACC
-    r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
-    c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
-    e = _decay(hi, lo)
-    p_s.index(buf).store(gl.where(r[:, None] >= c_p[None, :], qk * e * scale, 0.0).to(dt))
-    kk = warpgroup_mma(k_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
-    b_r = gl.convert_layout(b_c, gl.SliceLayout(1, acc))
-    t_beta, _ = _tbeta_of_a(gl.where(r[:, None] > c_p[None, :], kk * e * b_r[:, None], 0.0), b_c)
-    t_s.index(buf).store(t_beta.to(dt))
-
-
-@gluon.jit
 def _worker(
     q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, n_tokens, hv, base, end,
-    n_chunks, scale, log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, MAKE_EVERY: gl.constexpr,
+    n_chunks, scale, log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr,
 ):  # fmt: skip
     """Per chunk c of the segment: Tβ, P and the gate factors into slot c % 2, once the state warpgroups
-    have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed. Tβ is made here for the
-    chunks c with c % MAKE_EVERY == MAKE_EVERY − 1 (``MAKE_EVERY`` 1: every chunk; 0: none) and is
-    otherwise the intra launch's, copied in (``_copy_tbeta``). Making every other chunk's is no faster
-    than making every one's: with two slots, a chunk made here starts only once the state warpgroups
-    free its slot, so a made chunk's solve and the state's step before it run one after the other
-    (benchmarks/RESULTS.md, "History")."""
+    have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed; Tβ made here
+    (``MAKE_TBETA``, on the gate sums ``_gate_sums_kernel`` made) or the intra launch's, copied in
+    (``_copy_tbeta``, the gate sums scanned here)."""
     # The gate vectors whole in every warp: their scan and sums within a warp, no barrier (in the intra
     # launch, with four programs an SM to hide its loads, the same layout measured slower)
     vec: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
     acc: gl.constexpr = CHUNK_ACC
     dt: gl.constexpr = t_s.dtype
-    if MAKE_EVERY == 1:  # the gate sums made by ``_gate_sums_kernel``: loaded, not scanned here
+    if MAKE_TBETA:
         h_c, l_c, a_c, b_c = _sums_loads(sums, beta, base, gl.minimum(end - base, 64), hv, n_tokens, HV, vec)
     else:
         g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
-    # Where some chunks are made and some copied, the copies' barrier phases (bit b: slot b's), as a
-    # slot no longer takes a copy every other chunk
-    t_phases = 0
     x_s = gl.allocate_shared_memory(gl.float32, [3, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     for c in tl.range(0, n_chunks, disable_licm=True):
         buf = c % 2
         stage = c % STAGES
         tok0 = base + c * 64
         n_rows = gl.minimum(end - tok0, 64)
-        if MAKE_EVERY == 1:
+        if MAKE_TBETA:
             h_n, l_n, a_n, b_n = _sums_loads(
                 sums, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, n_tokens, HV, vec
             )
         else:
             g_n, b_n = _gate_loads(g, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, HV, vec)
         mbarrier.wait(free.index(buf), ((c // 2) & 1) ^ 1)
-        if MAKE_EVERY == 0:
+        if not MAKE_TBETA:
             _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
-        elif MAKE_EVERY > 1:
-            if c % MAKE_EVERY != MAKE_EVERY - 1:
-                _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
         mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
-        if MAKE_EVERY == 1:
+        if MAKE_TBETA:
             hi, lo, after = h_c, l_c, a_c
         else:
             gam, hi, lo = _gate_sums(g_c)
@@ -297,22 +257,15 @@ def _worker(
         # discards. Made before Tβ, so that only γ's pair and β live through the solve (registers).
         q_t = q_s.index(stage)
         k_t = k_s.index(stage)
-        if MAKE_EVERY == 0:
+        if MAKE_TBETA:
+            _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt)
+        else:
             # every chunk before this one was full: c // 2 copies on this barrier
             qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
             _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, (c // 2) & 1, log2_scale, dt)
-        elif MAKE_EVERY == 1:
-            _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt)
-        else:
-            qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
-            if c % MAKE_EVERY != MAKE_EVERY - 1:
-                _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, (t_phases >> buf) & 1, log2_scale, dt)
-                t_phases = t_phases ^ (1 << buf)
-            else:
-                _p_and_tbeta_scanned(p_s, t_s, k_t, qk, hi, lo, b_c, buf, scale, dt)
         fence_async_shared()  # Tβ and P are read by the state warpgroups' wgmma (the async proxy)
         mbarrier.arrive(ready.index(buf), count=1)
-        if MAKE_EVERY == 1:
+        if MAKE_TBETA:
             h_c, l_c, a_c, b_c = h_n, l_n, a_n, b_n
         else:
             g_c, b_c = g_n, b_n
@@ -441,7 +394,7 @@ def _gdn_gluon_fused_state_kernel(
     o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
     pool_slot_stride, scale, seg_chunks, N, n_tokens,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_EVERY: gl.constexpr,
+    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_TBETA: gl.constexpr,
 ):  # fmt: skip
     i_v = gl.program_id(0)
     hv = gl.program_id(1)
@@ -489,7 +442,7 @@ def _gdn_gluon_fused_state_kernel(
                       o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end,
                       n_chunks, pool_slot_stride, scale, HV, K, V, BV, STAGES)),
             (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, n_tokens,
-                       hv, base, end, n_chunks, scale, gl.log2(scale), HV, STAGES, MAKE_EVERY)),
+                       hv, base, end, n_chunks, scale, gl.log2(scale), HV, STAGES, MAKE_TBETA)),
         ],
         [4],
         [WORKER_REGS],
@@ -513,8 +466,9 @@ def launch_state(
         descriptor(tbeta, CHUNK),
     )  # fmt: skip
     N = state_indices.shape[0]
-    sums = g  # unread unless the worker makes every chunk's Tβ
-    if worker_every(config) == 1:
+    sums = g  # unread unless the worker makes Tβ
+    make = worker_every(config) == 1
+    if make:
         sums = torch.empty((3, HV, T), dtype=torch.float32, device=g.device)
         _gate_sums_kernel[(schedule.shape[1], config.seg_chunks)](
             g, schedule, sums, T, config.seg_chunks, N, HV=HV, num_warps=4
@@ -523,5 +477,5 @@ def launch_state(
         *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
         state_pool.stride(0), float(scale), config.seg_chunks, N, T,
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
-        MAKE_EVERY=worker_every(config), num_warps=BLOCK_V // 16,
+        MAKE_TBETA=make, num_warps=BLOCK_V // 16,
     )  # fmt: skip

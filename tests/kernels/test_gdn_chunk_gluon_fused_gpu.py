@@ -1,8 +1,8 @@
 """The fused state pass on an sm_90 GPU — ``kernels/gdn/chunk_gluon_fused.py`` (``LaunchConfig.gluon_fused``:
 the batch pass with P and the gate factors made inside it by a worker warpgroup, Tβ copied in from the
-intra launch or made there too) — against ``chunk_gluon_batch``'s pass on the same inputs (the same math
-and roundings: the worker's Tβ is the Gluon intra launch's, its P and factors the batch pass's) and the
-fp32 torch reference.
+intra launch or made there too) — against ``chunk_gluon_batch``'s pass on the same inputs (the same math:
+copied in, the outputs are the batch pass's; made by the worker, Tβ is the Gluon intra launch's solve and
+P the batch pass's product, each on its own roundings of the decay) and the fp32 torch reference.
 
 What it adds to the batch pass's edges (``test_gdn_chunk_gluon_gpu.py``): the worker's handshake with the
 state warpgroups over many chunks, a sequence's partial last chunk taken by TMA with its rows past the end
@@ -41,15 +41,12 @@ BATCH = dict(intra=True, batch=128)
 FUSED = dict(intra=True, batch=128, gluon_fused=True)
 
 
-# Where the fused pass's Tβ comes from (``LaunchConfig.gluon_fused_tbeta``, ``gluon_fused_worker_every``):
-# its worker warpgroup for every chunk, the full intra launch (copied in by TMA, a partial chunk by
-# masked loads), or the worker for every n-th chunk of a segment and the intra launch for the others;
-# each with the ``worker_every`` the intra launch before the fused pass must be asked for (0: every chunk)
+# Where the fused pass's Tβ comes from (``LaunchConfig.gluon_fused_tbeta``): its worker warpgroup, or
+# the intra launch (copied in by TMA, a partial chunk by masked loads); each with the ``worker_every``
+# the intra launch before the fused pass must be asked for (0: every chunk; 1: none of a last segment)
 SOURCES = {
     "tbeta-by-worker": (dict(gluon_fused_tbeta="worker"), 1),
     "tbeta-loaded": (dict(gluon_fused_tbeta="intra"), 0),
-    "worker-every-2": (dict(gluon_fused_tbeta="worker", gluon_fused_worker_every=2), 2),
-    "worker-every-3": (dict(gluon_fused_tbeta="worker", gluon_fused_worker_every=3), 3),
 }
 
 

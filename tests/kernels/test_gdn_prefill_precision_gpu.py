@@ -65,12 +65,9 @@ PATHS = {
     "gluon-batch128": dict(BATCH, gluon_intra=False, gluon_batch_block_v=128),
     "gluon-batch128-intra": dict(BATCH, gluon_intra=True, gluon_batch_block_v=128),
     # chunk_gluon_fused in its place (P and the gate factors made inside the state pass), Tβ the intra
-    # launch's (the default for bf16 batches) or made there too
+    # launch's or made there too (the default for bf16 batches)
     "gluon-fused": dict(BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="intra"),
     "gluon-fused-worker": dict(BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker"),
-    "gluon-fused-every2": dict(
-        BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker", gluon_fused_worker_every=2
-    ),
 }
 
 
