@@ -8,8 +8,14 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CHUNKED = str(ROOT / "benchmarks" / "chunked_prefill_probe.py")
 TILES = str(ROOT / "benchmarks" / "recurrent_tile_probe.py")
+CHUNKED = str(ROOT / "benchmarks" / "chunked_prefill_probe.py")
+INTRA = str(ROOT / "benchmarks" / "gdn_intra_probe.py")
+KERNEL_TIMES = str(ROOT / "benchmarks" / "gdn_kernel_times.py")
+TIMELINE = str(ROOT / "benchmarks" / "gdn_windows_timeline.py")
+PREFILL = str(ROOT / "benchmarks" / "gdn_prefill_probe.py")
+PROFILE = str(ROOT / "benchmarks" / "gdn_prefill_profile.py")
+FUSED_COPY = "kernels/gdn/chunk_gluon_fused.py"  # the tree's own module serves as a copy of itself
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -25,131 +31,84 @@ def _assert_usage_error(done: subprocess.CompletedProcess, names: list[str]) -> 
         assert name in last, last
 
 
-@pytest.mark.parametrize(
-    "args,names",
-    [
-        (["--op", "kda", "--variations", '[{"bogus": 1}]'], ["bogus", "key_block", "levels_only"]),
-        (["--op", "lightning", "--variations", '[{"key_block": 64}]'], ["key_block", "segments", "gluon"]),
-        (["--op", "kda", "--variations", '[{"segments": 2}]'], ["segments"]),  # lightning's alone
-        (["--op", "kda", "--variations", "[1]"], ["not an object"]),
-        (["--op", "lightning", "--variations", '[{"segments": 0}]'], ["segments", "positive", "0"]),
-        (["--op", "lightning", "--variations", '[{"segments": "2"}]'], ["segments", "'2'"]),
-        (["--op", "kda", "--variations", "{"], ["not a JSON list"]),
-        (["--op", "kda", "--cases", "T=4096,T=5"], ["T=5", "16x2048"]),
-        (["--variations", "[]"], ["--op"]),
-        (["--op", "gdn"], ["kda", "lightning"]),
-    ],
-    ids=[
-        "unknown-field",
-        "other-ops-field",
-        "segments-on-kda",
-        "not-an-object",
-        "zero-segments",
-        "segments-not-a-number",
-        "bad-json",
-        "bad-case",
-        "no-op",
-        "bad-op",
-    ],  # fmt: skip
-)
-def test_the_chunked_prefill_probe_names_what_is_wrong(args, names):
-    _assert_usage_error(_run(CHUNKED, *args), names)
+def _usage(probe: str, tool: str, cases: dict[str, tuple[list[str], list[str]]], before=()) -> list:
+    """One probe's bad arguments: case id → (its arguments after ``before``, the names its error must
+    carry), as parameters of ``test_a_probe_names_what_is_wrong``."""
+    return [
+        pytest.param(tool, [*before, *args], names, id=f"{probe}-{case}")
+        for case, (args, names) in cases.items()
+    ]
+
+
+USAGE_ERRORS = [
+    *_usage("chunked", CHUNKED, {
+        "unknown-field": (["--op", "kda", "--variations", '[{"bogus": 1}]'], ["bogus", "key_block", "levels_only"]),
+        "other-ops-field": (["--op", "lightning", "--variations", '[{"key_block": 64}]'], ["key_block", "segments", "gluon"]),
+        "segments-on-kda": (["--op", "kda", "--variations", '[{"segments": 2}]'], ["segments"]),  # lightning's alone
+        "not-an-object": (["--op", "kda", "--variations", "[1]"], ["not an object"]),
+        "zero-segments": (["--op", "lightning", "--variations", '[{"segments": 0}]'], ["segments", "positive", "0"]),
+        "segments-not-a-number": (["--op", "lightning", "--variations", '[{"segments": "2"}]'], ["segments", "'2'"]),
+        "bad-json": (["--op", "kda", "--variations", "{"], ["not a JSON list"]),
+        "bad-case": (["--op", "kda", "--cases", "T=4096,T=5"], ["T=5", "16x2048"]),
+        "no-op": (["--variations", "[]"], ["--op"]),
+        "bad-op": (["--op", "gdn"], ["kda", "lightning"]),
+    }),
+    *_usage("intra", INTRA, {
+        "unknown-config-field": (["--config", '{"gluon_fused_tbta": "worker"}'], ["gluon_fused_tbta", "gluon_fused_tbeta"]),
+        "config-not-an-object": (["--config", "[1]"], ["--config", "not a JSON object"]),
+        "config-bad-json": (["--config", "{"], ["--config", "not a JSON object"]),
+        "config-value-not-allowed": (["--config", '{"gluon_fused_tbeta": "wroker"}'], ["gluon_fused_tbeta", "'wroker'"]),
+        "config-value-not-a-number": (["--config", '{"seg_chunks": "8"}'], ["seg_chunks", "'8'"]),
+        "config-int-for-bool": (["--config", '{"gluon_fused": 1}'], ["gluon_fused", "1"]),
+    }, before=("--variants", f"a={FUSED_COPY}")),
+    *_usage("intra", INTRA, {
+        "copy-of-neither": (["--variants", "a=kernels/gdn/chunk_config.py"], ["chunk_config.py", "launch_state"]),
+        "missing-copy": (["--variants", "a=no_such_copy.py"], ["no_such_copy.py"]),
+    }),
+    *_usage("kernel-times", KERNEL_TIMES, {
+        "bad-case": (["--cases", "4x2048,4by2048"], ["4by2048", "NxL"]),
+        "empty-batch": (["--cases", "0x2048"], ["0x2048", "NxL"]),
+        "no-case": (["--cases", ","], ["--cases", "none"]),
+        "unknown-field": (["--variations", '[{"seg_chunk": 32}]'], ["seg_chunk", "seg_chunks"]),
+        "field-not-a-number": (["--variations", '[{"seg_chunks": "32"}]'], ["seg_chunks", "'32'"]),
+        "item-not-an-object": (["--variations", "[1]"], ["not a JSON object"]),
+        "not-a-list": (["--variations", '{"seg_chunks": 32}'], ["not a JSON list"]),
+        "bad-json": (["--variations", "["], ["not a JSON list"]),
+    }),
+    *_usage("timeline", TIMELINE, {
+        "unknown-field": (["--variations", '[{"gluon_window_frist": 8}]'], ["--variations", "gluon_window_frist", "gluon_window_first"]),
+        "field-not-a-number": (["--variations", '[{"gluon_window_first": "8"}]'], ["gluon_window_first", "'8'"]),
+        "bad-json": (["--variations", "{"], ["--variations", "not a JSON list"]),
+        "no-tokens": (["--tokens", "0"], ["--tokens", "0"]),
+    }),
+    *_usage("prefill", PREFILL, {
+        "unknown-field": (["--variations", '[{"seg_chunk": 32}]'], ["--variations", "seg_chunk", "seg_chunks", "segments"]),
+        "field-of-another-type": (["--variations", '[{"gluon_fused": "yes"}]'], ["gluon_fused", "'yes'"]),
+        "zero-segments": (["--variations", '[{"segments": 0}]'], ["segments", "positive", "0"]),
+        "fractional-segments": (["--variations", '[{"segments": 1.5}]'], ["segments", "integer", "1.5"]),
+        "negative-scale": (["--variations", '[{"seg_scale": -1}]'], ["seg_scale", "positive", "-1"]),
+        "bool-scale": (["--variations", '[{"seg_scale": true}]'], ["seg_scale", "True"]),
+        "not-a-list": (["--variations", '{"segments": 2}'], ["--variations", "not a JSON list"]),
+        "bad-json": (["--variations", "["], ["--variations", "not a JSON list"]),
+    }, before=("--cases", "16x2048")),
+    *_usage("profile", PROFILE, {
+        "unknown-field": (["--config", '{"gluon_fused_tbta": "worker"}'], ["--config", "gluon_fused_tbta", "gluon_fused_tbeta"]),
+        "value-not-allowed": (["--config", '{"gluon_fused_tbeta": "wroker"}'], ["gluon_fused_tbeta", "'wroker'"]),
+        "not-an-object": (["--config", "[]"], ["--config", "not a JSON object"]),
+        "config-with-a-copy": (["--config", '{"gluon_fused": true}', "--against", "kernels/gdn/chunk.py"], ["--config", "--against"]),
+    }),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("tool,args,names", USAGE_ERRORS)
+def test_a_probe_names_what_is_wrong(tool, args, names):
+    _assert_usage_error(_run(tool, *args), names)
 
 
 def test_the_recurrent_tile_probe_names_a_bad_tile():
     done = _run(TILES, "--op", "kda", "--tiles", "auto,x")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "x" in done.stderr.strip().splitlines()[-1]
-
-
-INTRA = str(ROOT / "benchmarks" / "gdn_intra_probe.py")
-FUSED_COPY = "kernels/gdn/chunk_gluon_fused.py"  # the tree's own module serves as a copy of itself
-
-
-@pytest.mark.parametrize(
-    "args,names",
-    [
-        (["--variants", f"a={FUSED_COPY}", "--config", '{"gluon_fused_tbta": "worker"}'], ["gluon_fused_tbta", "gluon_fused_tbeta"]),
-        (["--variants", f"a={FUSED_COPY}", "--config", "[1]"], ["--config", "not a JSON object"]),
-        (["--variants", f"a={FUSED_COPY}", "--config", "{"], ["--config", "not a JSON object"]),
-        (["--variants", f"a={FUSED_COPY}", "--config", '{"gluon_fused_tbeta": "wroker"}'], ["gluon_fused_tbeta", "'wroker'"]),
-        (["--variants", f"a={FUSED_COPY}", "--config", '{"seg_chunks": "8"}'], ["seg_chunks", "'8'"]),
-        (["--variants", f"a={FUSED_COPY}", "--config", '{"gluon_fused": 1}'], ["gluon_fused", "1"]),
-        (["--variants", "a=kernels/gdn/chunk_config.py"], ["chunk_config.py", "launch_state"]),
-        (["--variants", "a=no_such_copy.py"], ["no_such_copy.py"]),
-    ],
-    ids=[
-        "unknown-config-field", "config-not-an-object", "config-bad-json", "config-value-not-allowed",
-        "config-value-not-a-number", "config-int-for-bool", "copy-of-neither", "missing-copy",
-    ],
-)  # fmt: skip
-def test_the_intra_probe_names_what_is_wrong(args, names):
-    _assert_usage_error(_run(INTRA, *args), names)
-
-
-KERNEL_TIMES = str(ROOT / "benchmarks" / "gdn_kernel_times.py")
-
-
-@pytest.mark.parametrize(
-    "args,names",
-    [
-        (["--cases", "4x2048,4by2048"], ["4by2048", "NxL"]),
-        (["--cases", "0x2048"], ["0x2048", "NxL"]),
-        (["--cases", ","], ["--cases", "none"]),
-        (["--variations", '[{"seg_chunk": 32}]'], ["seg_chunk", "seg_chunks"]),
-        (["--variations", '[{"seg_chunks": "32"}]'], ["seg_chunks", "'32'"]),
-        (["--variations", "[1]"], ["not a JSON object"]),
-        (["--variations", '{"seg_chunks": 32}'], ["not a JSON list"]),
-        (["--variations", "["], ["not a JSON list"]),
-    ],
-    ids=[
-        "bad-case", "empty-batch", "no-case", "unknown-field", "field-not-a-number", "item-not-an-object",
-        "not-a-list", "bad-json",
-    ],
-)  # fmt: skip
-def test_the_kernel_times_probe_names_what_is_wrong(args, names):
-    _assert_usage_error(_run(KERNEL_TIMES, *args), names)
-
-
-TIMELINE = str(ROOT / "benchmarks" / "gdn_windows_timeline.py")
-
-
-@pytest.mark.parametrize(
-    "args,names",
-    [
-        (["--variations", '[{"gluon_window_frist": 8}]'], ["--variations", "gluon_window_frist", "gluon_window_first"]),
-        (["--variations", '[{"gluon_window_first": "8"}]'], ["gluon_window_first", "'8'"]),
-        (["--variations", "{"], ["--variations", "not a JSON list"]),
-        (["--tokens", "0"], ["--tokens", "0"]),
-    ],
-    ids=["unknown-field", "field-not-a-number", "bad-json", "no-tokens"],
-)  # fmt: skip
-def test_the_windows_timeline_names_what_is_wrong(args, names):
-    _assert_usage_error(_run(TIMELINE, *args), names)
-
-
-PREFILL = str(ROOT / "benchmarks" / "gdn_prefill_probe.py")
-
-
-@pytest.mark.parametrize(
-    "args,names",
-    [
-        (["--variations", '[{"seg_chunk": 32}]'], ["--variations", "seg_chunk", "seg_chunks", "segments"]),
-        (["--variations", '[{"gluon_fused": "yes"}]'], ["gluon_fused", "'yes'"]),
-        (["--variations", '[{"segments": 0}]'], ["segments", "positive", "0"]),
-        (["--variations", '[{"segments": 1.5}]'], ["segments", "integer", "1.5"]),
-        (["--variations", '[{"seg_scale": -1}]'], ["seg_scale", "positive", "-1"]),
-        (["--variations", '[{"seg_scale": true}]'], ["seg_scale", "True"]),
-        (["--variations", '{"segments": 2}'], ["--variations", "not a JSON list"]),
-        (["--variations", "["], ["--variations", "not a JSON list"]),
-    ],
-    ids=[
-        "unknown-field", "field-of-another-type", "zero-segments", "fractional-segments", "negative-scale",
-        "bool-scale", "not-a-list", "bad-json",
-    ],
-)  # fmt: skip
-def test_the_prefill_probe_names_what_is_wrong_in_its_variations(args, names):
-    _assert_usage_error(_run(PREFILL, "--cases", "16x2048", *args), names)
 
 
 def test_every_configuration_of_the_prefill_probes_sweep_is_one_it_accepts():
@@ -162,23 +121,6 @@ def test_every_configuration_of_the_prefill_probes_sweep_is_one_it_accepts():
     assert SWEEP, "an empty sweep checks nothing"
     for variation in SWEEP:
         checked_overrides(dict(variation), PINNED_EXTRA)  # raises, naming the field, where one is wrong
-
-
-PROFILE = str(ROOT / "benchmarks" / "gdn_prefill_profile.py")
-
-
-@pytest.mark.parametrize(
-    "args,names",
-    [
-        (["--config", '{"gluon_fused_tbta": "worker"}'], ["--config", "gluon_fused_tbta", "gluon_fused_tbeta"]),
-        (["--config", '{"gluon_fused_tbeta": "wroker"}'], ["gluon_fused_tbeta", "'wroker'"]),
-        (["--config", "[]"], ["--config", "not a JSON object"]),
-        (["--config", '{"gluon_fused": true}', "--against", "kernels/gdn/chunk.py"], ["--config", "--against"]),
-    ],
-    ids=["unknown-field", "value-not-allowed", "not-an-object", "config-with-a-copy"],
-)  # fmt: skip
-def test_the_profile_driver_names_what_is_wrong_in_its_config(args, names):
-    _assert_usage_error(_run(PROFILE, *args), names)
 
 
 @pytest.mark.parametrize(
