@@ -210,8 +210,8 @@ def _tbeta_of_chunk(k_t, hi, lo, b_c, n_rows, k_bar=None):
     """Tβ = (I + A)^{-1} diag(β) of one chunk, [64, 64] fp32 in the wgmma accumulator's layout of one
     warpgroup, from its keys ``k_t`` ([64, K] in shared memory: rows past ``n_rows`` may hold anything
     finite), γ as the pair (hi, lo) and β (rows past ``n_rows`` as 0). The solve's shared operands are
-    allocated after K Kᵀ, so they may take the keys' place; the last of them holds Tβ's bf16 rows for
-    a TMA store (``m_s`` is returned with it). ``k_bar``: the keys' copy barrier, which a program of one
+    allocated after K Kᵀ, so they may take the keys' place; the solve's last operand buffer, free once
+    it returns, is returned with Tβ to hold its bf16 rows for a TMA store. ``k_bar``: the keys' copy barrier, which a program of one
     chunk (the intra launch) invalidates right after K Kᵀ (invalidated after the solve instead, ptxas
     takes one register more and another schedule)."""
     kk, r, c = _chunk_product(k_t, k_t)
@@ -413,9 +413,9 @@ def _gdn_gluon_intra_kernel(
     mbarrier.wait(bar, 0)
     if STORE_P:
         _store_p(q_s, k_s, hi, scale, p_desc, p_out, tok0, n_rows, hv, HV)
-    t_beta, m_s = _tbeta_of_chunk(k_s, hi, lo, b_c, n_rows, bar)
+    t_beta, free_s = _tbeta_of_chunk(k_s, hi, lo, b_c, n_rows, bar)
 
-    t_s = m_s._reinterpret(dt, [64, 64], t_desc.layout)  # the same 16-bit swizzle
+    t_s = free_s._reinterpret(dt, [64, 64], t_desc.layout)  # the same 16-bit swizzle
     _store_chunk_rows(t_beta, t_s, t_desc, tbeta, tok0, n_rows, hv, HV)
 
 
