@@ -45,13 +45,17 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT"))
     args = parser.parse_args()
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    try:  # every case and variation checked before anything runs
+    # every case and variation checked before anything runs
+    try:
         lengths = {case: seqlens_of(case) for case in cases}
-        variations = parse_variations(args.variations)
     except ValueError as err:
-        parser.error(str(err))
+        parser.error(f"--cases: {err}")
     if not cases:
         parser.error("--cases: none given")
+    try:
+        variations = parse_variations(args.variations)
+    except ValueError as err:
+        parser.error(f"--variations: {err}")
     out_dir(parser, args.out)
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUPTI kernel times)")
