@@ -173,11 +173,13 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
             # pass whose worker makes Tβ only the chunks it copies in and the segment pass reads)
             schedule = not cfg.gluon_state
             q, k, v = (inputs[n] for n in ("q", "k", "v"))
-            every = chunk._intra_worker_every(chunk._fused_state(q, k, v, cfg), cfg)
+            leave_last = chunk._fused_makes_last(chunk._fused_state(q, k, v, cfg), cfg)
             # P too where the prefill's intra launch makes it (before chunk_gluon only)
             p_of = chunk._p_of(q, k, v.shape[1], SCALE, cfg) if cfg.gluon_state else None
             run["intra_ms"] = calls_ms(
-                lambda: chunk._launch_intra(*a, cfg, schedule=schedule, worker_every=every, p_of=p_of)
+                lambda: chunk._launch_intra(
+                    *a, cfg, schedule=schedule, fused_makes_last=leave_last, p_of=p_of
+                )
             )
             tbeta, gates, schedule = chunk._launch_intra(*a, cfg)
             seg = (inputs["k"], gates, inputs["v"], tbeta, inputs["state_pool"], inputs["state_indices"])

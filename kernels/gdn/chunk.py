@@ -92,7 +92,7 @@ For bf16 inputs ``LaunchConfig.gluon_fused`` (the default where ``gluon_batch`` 
 by ``chunk_gluon_fused``'s: the same step, with a worker warpgroup beside the state's chain that makes
 each chunk's P and gate factors in shared memory and copies in its Tβ (16×2048 0.583 against 0.627 ms).
 With ``gluon_fused_tbeta="worker"`` (``launch_config``'s choice since 12-06) the worker makes Tβ too and
-the intra launch before it leaves those chunks out (``_launch_intra(worker_every=1)``: it writes only the
+the intra launch before it leaves those chunks out (``_launch_intra(fused_makes_last=True)``: it writes only the
 chunks the segment pass reads): 16×2048 0.513 against 0.565–0.572 ms on an H100, its module docstring
 says how.
 
@@ -116,7 +116,7 @@ import torch
 
 from stampgen.kernels.gdn import chunk_common
 from stampgen.kernels.gdn.chunk_common import _INTERPRET, CHUNK
-from stampgen.kernels.gdn.chunk_config import LaunchConfig, launch_config, worker_every
+from stampgen.kernels.gdn.chunk_config import LaunchConfig, launch_config, worker_makes_tbeta
 from stampgen.kernels.gdn.chunk_intra import _launch_intra, _p_of
 from stampgen.kernels.gdn.chunk_state import _launch_carry, _launch_segments, _launch_state
 from stampgen.kernels.gdn.chunk_tma import tma_addressable
@@ -144,7 +144,7 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
         return o
     fused = _fused_state(q, k, v, config)
     tbeta, gates, schedule = _launch_intra(
-        k, g, beta, state_indices, cu_seqlens, config, worker_every=_intra_worker_every(fused, config)
+        k, g, beta, state_indices, cu_seqlens, config, fused_makes_last=_fused_makes_last(fused, config)
     )
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
@@ -266,7 +266,7 @@ def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
     """Whether this call's state pass is ``chunk_gluon_fused``'s (asked for with the batch pass and the
     Gluon intra launch, and it applies here)."""
     if config.gluon_fused:
-        worker_every(config)  # refuses a bad Tβ source before any launch
+        worker_makes_tbeta(config)  # refuses a bad Tβ source before any launch
     if not (config.gluon_fused and config.gluon_batch and config.gluon_intra) or _INTERPRET:
         return False
     from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra_gluon
@@ -274,11 +274,11 @@ def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
     return chunk_gluon_fused.supported(q, k, v) and chunk_intra_gluon.supported(k)
 
 
-def _intra_worker_every(fused: bool, config: LaunchConfig) -> int:
-    """Which chunks of the last segments the intra launch before the Triton passes leaves out
-    (``_launch_intra(worker_every=n)``): where the state pass is the fused one (``fused``,
-    ``_fused_state``), those whose Tβ its worker makes (``chunk_config.worker_every``); 0: none."""
-    return worker_every(config) if fused else 0
+def _fused_makes_last(fused: bool, config: LaunchConfig) -> bool:
+    """Whether the intra launch before the Triton passes leaves out the sequences' last segments
+    (``_launch_intra(fused_makes_last=True)``): where the state pass is the fused one (``fused``,
+    ``_fused_state``) and its worker makes their Tβ (``chunk_config.worker_makes_tbeta``)."""
+    return fused and worker_makes_tbeta(config)
 
 
 def _state_pass(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: LaunchConfig):

@@ -97,14 +97,13 @@ class LaunchConfig(NamedTuple):
     gluon_intra_heads_inner: bool = False
 
 
-def worker_every(config: LaunchConfig) -> int:
-    """Of which chunks of a segment the fused pass's worker makes Tβ (``gluon_fused_tbeta``), as the
-    intra launch's ``worker_every`` takes it: 1, every chunk; 0, none (every chunk's copied in from the
-    intra launch). A bad value is refused here, where the prefill reads it (a NamedTuple has no
-    construction hook): a typo would otherwise pick a form silently."""
+def worker_makes_tbeta(config: LaunchConfig) -> bool:
+    """Whether the fused pass's worker makes every chunk's Tβ (``gluon_fused_tbeta`` "worker"), else
+    copies the intra launch's in ("intra"). A bad value is refused here, where the prefill reads it (a
+    NamedTuple has no construction hook): a typo would otherwise pick a form silently."""
     if config.gluon_fused_tbeta not in ("intra", "worker"):
         raise ValueError(f"gluon_fused_tbeta must be 'intra' or 'worker', not {config.gluon_fused_tbeta!r}")
-    return 1 if config.gluon_fused_tbeta == "worker" else 0
+    return config.gluon_fused_tbeta == "worker"
 
 
 # A call this long (tokens) on the Gluon state pass has the intra launch's programs in (chunk, value head)

@@ -34,8 +34,8 @@ masked stores.
 
 Segments, their schedule and their initial states are the Triton passes' (``chunk_state``), as for
 ``chunk_gluon_batch``; where the worker makes Tβ, the intra launch before this pass leaves out the
-chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., worker_every=1)``: every chunk of a
-sequence's last segment).
+chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., fused_makes_last=True)``: every chunk
+of a sequence's last segment).
 
 Measured (benchmarks/RESULTS.md, the prefill's "Now" and "Since the 12-04 19:04 run"): with Tβ copied
 in, 16×2048 0.556 ms on the H200 (4×8192 0.529), the batch pass's output bit for bit, and ahead of the
@@ -65,7 +65,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 )
 
 from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
-from stampgen.kernels.gdn.chunk_config import LaunchConfig, worker_every
+from stampgen.kernels.gdn.chunk_config import LaunchConfig, worker_makes_tbeta
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_gluon_batch import (
     _initial_state,
@@ -467,7 +467,7 @@ def launch_state(
     )  # fmt: skip
     N = state_indices.shape[0]
     sums = g  # unread unless the worker makes Tβ
-    make = worker_every(config) == 1
+    make = worker_makes_tbeta(config)
     if make:
         sums = torch.empty((3, HV, T), dtype=torch.float32, device=g.device)
         _gate_sums_kernel[(schedule.shape[1], config.seg_chunks)](

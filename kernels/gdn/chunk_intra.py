@@ -132,17 +132,17 @@ def _intra_outputs(k: torch.Tensor, T: int, HV: int) -> tuple[torch.Tensor, torc
 
 def _launch_intra(
     k, g, beta, state_indices, cu_seqlens, config, dependents: bool = False, schedule: bool = True,
-    worker_every: int = 0, p_of: PFromIntra | None = None,
+    fused_makes_last: bool = False, p_of: PFromIntra | None = None,
 ):  # fmt: skip
     """Launch 1: Tβ, a row of 64 per token and value head in the input dtype, the fp32 gate sums
     (γ_i, γ_C − γ_i) of every token and value head ([2, HV, T]), and the segment schedule the later
     passes read ([2, segment programs, 8]: ``_write_schedule``). ``dependents``: the next launch is a
     programmatic dependent of this one (``gluon_pdl``). With ``gluon_intra`` where it applies, Tβ and the
     gate sums are ``chunk_intra_gluon``'s, after a launch of this kernel that writes the schedule alone
-    (none with ``schedule`` false: the Gluon state pass reads none). ``worker_every`` n ≥ 1: Tβ and the
-    gate sums of a sequence's last segment only for its chunks c with c % n != n − 1, whose Tβ
-    ``chunk_gluon_fused``'s worker copies in (it makes the others': ``chunk_config.worker_every``; n = 1:
-    only what the segment pass reads); the Gluon launch only: the Triton one writes every chunk's.
+    (none with ``schedule`` false: the Gluon state pass reads none). ``fused_makes_last``: none of a
+    sequence's last segment, whose Tβ ``chunk_gluon_fused``'s worker makes
+    (``chunk_config.worker_makes_tbeta``): only what the segment pass reads; the Gluon launch only: the
+    Triton one writes every chunk's.
     ``p_of`` (``_p_of``, only where the Gluon launch runs): that launch writes P too."""
     T, HV = g.shape
     N = state_indices.shape[0]
@@ -160,7 +160,7 @@ def _launch_intra(
 
         chunk_intra_gluon.launch(
             k, g, beta, state_indices, cu_seqlens, tbeta, gates, dependents=dependents,
-            seg_chunks=config.seg_chunks, worker_every=worker_every, maxnreg=config.gluon_intra_maxnreg,
+            seg_chunks=config.seg_chunks, fused_makes_last=fused_makes_last, maxnreg=config.gluon_intra_maxnreg,
             p_of=p_of, heads_inner=config.gluon_intra_heads_inner,
         )  # fmt: skip
         return tbeta, gates, table

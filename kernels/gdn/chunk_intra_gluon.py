@@ -50,7 +50,7 @@ It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launch
 (``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
 (the Gluon state pass reads no schedule). A chunk's math is ``_gate_loads``, ``_gate_sums`` and
 ``_tbeta_of_chunk``, which ``chunk_gluon_fused``'s worker warpgroup runs too; before that pass this
-launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker makes (``WORKER_EVERY``).
+launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker makes (``FUSED_MAKES_LAST``).
 """
 
 from __future__ import annotations
@@ -365,7 +365,7 @@ def _gdn_gluon_intra_kernel(
     k_desc, t_desc, q_desc, p_desc, g, beta, state_indices, cu_seqlens, tbeta, gates, p_out, n_tokens, N,
     seg_chunks, scale,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, BN: gl.constexpr, LAUNCH_DEPENDENTS: gl.constexpr,
-    WORKER_EVERY: gl.constexpr, STORE_P: gl.constexpr = False, HEADS_INNER: gl.constexpr = False,
+    FUSED_MAKES_LAST: gl.constexpr, STORE_P: gl.constexpr = False, HEADS_INNER: gl.constexpr = False,
 ):  # fmt: skip
     if LAUNCH_DEPENDENTS:
         # the Gluon state pass after this launch (``gluon_pdl``) may start its programs; it waits for
@@ -381,10 +381,9 @@ def _gdn_gluon_intra_kernel(
     n, bos, eos, j = _locate(cu_seqlens, N, pid, BN)
     if n >= N:
         return
-    if WORKER_EVERY > 0:  # not the chunks of a sequence's last segment whose Tβ the fused pass makes
+    if FUSED_MAKES_LAST:  # not the chunks of a sequence's last segment, whose Tβ the fused pass makes
         if j // seg_chunks == ((eos - bos + 63) // 64 - 1) // seg_chunks:
-            if (j % seg_chunks) % WORKER_EVERY == WORKER_EVERY - 1:
-                return
+            return
     if gl.load(state_indices + n) < 0:
         return  # padding: the state pass reads nothing of it
     tok0 = (bos + j * 64).to(gl.int32)  # TMA coordinates are 32-bit
@@ -429,17 +428,17 @@ def launch(
     gates,
     dependents: bool = False,
     seg_chunks: int = 1,
-    worker_every: int = 0,
+    fused_makes_last: bool = False,
     maxnreg: int | None = None,
     p_of: tuple | None = None,  # a chunk_intra.PFromIntra (not imported: chunk_intra imports this module)
     heads_inner: bool = False,
 ) -> None:
     """Tβ ([T, HV, 64], bf16) and the gate sums ([2, HV, T], fp32) of every chunk of every sequence that
     is not padding, as ``chunk_intra._launch_intra`` writes them (no schedule). ``dependents``: the next
-    launch is this one's programmatic dependent (``gluon_pdl``). ``worker_every`` n ≥ 1:
-    only a sequence's segments of ``seg_chunks`` chunks but its last, and of its last segment the chunks
-    c with c % n != n − 1 (``chunk_gluon_fused``'s worker makes the others' Tβ; n = 1: only what the
-    Triton segment pass reads); 0: every chunk (``seg_chunks`` unread). ``maxnreg``: a register cap
+    launch is this one's programmatic dependent (``gluon_pdl``). ``fused_makes_last``:
+    only a sequence's segments of ``seg_chunks`` chunks but its last (``chunk_gluon_fused``'s worker
+    makes the last one's Tβ): what the Triton segment pass reads; else every chunk (``seg_chunks``
+    unread). ``maxnreg``: a register cap
     (``LaunchConfig.gluon_intra_maxnreg``; None: none). ``p_of`` (``chunk_intra.PFromIntra``): P of every chunk
     written to p ([T, HV, 64], bf16) too, as ``chunk_gluon``'s state pass would make it from q
     (``LaunchConfig.gluon_p_from_intra``). ``heads_inner``: the programs of a chunk's value heads next to
@@ -459,6 +458,6 @@ def launch(
     _gdn_gluon_intra_kernel[(chunks * HV,) if heads_inner else (chunks, HV)](
         *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, p, T, N, seg_chunks, scale,
         H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents,
-        WORKER_EVERY=worker_every, STORE_P=p_of is not None, HEADS_INNER=heads_inner, num_warps=4,
+        FUSED_MAKES_LAST=fused_makes_last, STORE_P=p_of is not None, HEADS_INNER=heads_inner, num_warps=4,
         **({"maxnreg": maxnreg} if maxnreg else {}),
     )  # fmt: skip

@@ -19,9 +19,10 @@ class GluonSwitch:
         self.pdl = []  # whether each was launched as a programmatic dependent of the intra launch
         self.p_in = []  # whether each read P made by the intra launch (``gluon_p_from_intra``)
         self.gluon_intra = []  # Gluon intra launches (``gluon_intra``)
-        # their ``worker_every`` (0: every chunk; else which ones the fused pass's worker makes, of the
-        # last segment of ``seg_chunks`` chunks: ``chunk_intra_gluon.launch``) and ``seg_chunks``
-        self.intra_worker_every = []
+        # their ``fused_makes_last`` (False: every chunk; True: none of a sequence's last segment of
+        # ``seg_chunks`` chunks, whose Tβ the fused pass's worker makes: ``chunk_intra_gluon.launch``)
+        # and ``seg_chunks``
+        self.intra_fused_makes_last = []
         self.intra_seg_chunks = []
         self._monkeypatch = monkeypatch
         launch_intra = chunk_intra_gluon.launch
@@ -40,7 +41,7 @@ class GluonSwitch:
 
         def counted_intra(*args, **kwargs):
             self.gluon_intra.append(args[0].shape)
-            self.intra_worker_every.append(kwargs.get("worker_every", 0))
+            self.intra_fused_makes_last.append(kwargs.get("fused_makes_last", False))
             self.intra_seg_chunks.append(kwargs.get("seg_chunks", 1))
             return launch_intra(*args, **kwargs)
 

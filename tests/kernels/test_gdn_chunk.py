@@ -319,22 +319,22 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
     monkeypatch.setattr(
         chunk_intra_gluon,
         "launch",
-        lambda *a, **kw: asked.append((kw["seg_chunks"], kw["worker_every"], kw["maxnreg"])),
+        lambda *a, **kw: asked.append((kw["seg_chunks"], kw["fused_makes_last"], kw["maxnreg"])),
     )
     g, idx, cu = (
         torch.zeros(64, 2),
         torch.zeros(1, dtype=torch.int32),
         torch.tensor([0, 64], dtype=torch.int32),
     )
-    for every, cap in ((0, None), (1, 96), (3, 80)):
+    for leave_last, cap in ((False, None), (True, 96), (False, 80)):
         config = on._replace(seg_chunks=7, gluon_intra_maxnreg=cap)
-        chunk_intra._launch_intra(x, g, g, idx, cu, config, worker_every=every)
+        chunk_intra._launch_intra(x, g, g, idx, cu, config, fused_makes_last=leave_last)
     # the config's register cap reaches the Gluon launch as it is (None: uncapped)
-    assert asked == [(7, 0, None), (7, 1, 96), (7, 3, 80)]
+    assert asked == [(7, False, None), (7, True, 96), (7, False, 80)]
     # and the prefill asks for that only where the fused pass's worker makes Tβ, for the chunks it makes
     worker, intra = on, on._replace(gluon_fused_tbeta="intra")
-    assert chunk._intra_worker_every(True, worker) == 1 and chunk._intra_worker_every(False, worker) == 0
-    assert chunk._intra_worker_every(True, intra) == 0  # Tβ from the intra launch: every chunk written
+    assert chunk._fused_makes_last(True, worker) is True and chunk._fused_makes_last(False, worker) is False
+    assert chunk._fused_makes_last(True, intra) is False  # Tβ from the intra launch: every chunk written
 
 
 def test_the_gpu_default_leaves_batches_of_short_sequences_whole():

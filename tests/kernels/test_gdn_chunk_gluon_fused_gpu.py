@@ -42,18 +42,19 @@ FUSED = dict(intra=True, batch=128, gluon_fused=True)
 
 
 # Where the fused pass's Tβ comes from (``LaunchConfig.gluon_fused_tbeta``): its worker warpgroup, or
-# the intra launch (copied in by TMA, a partial chunk by masked loads); each with the ``worker_every``
-# the intra launch before the fused pass must be asked for (0: every chunk; 1: none of a last segment)
+# the intra launch (copied in by TMA, a partial chunk by masked loads); each with the
+# ``fused_makes_last`` the intra launch before the fused pass must be asked for (True: none of a last
+# segment; False: every chunk)
 SOURCES = {
-    "tbeta-by-worker": (dict(gluon_fused_tbeta="worker"), 1),
-    "tbeta-loaded": (dict(gluon_fused_tbeta="intra"), 0),
+    "tbeta-by-worker": (dict(gluon_fused_tbeta="worker"), True),
+    "tbeta-loaded": (dict(gluon_fused_tbeta="intra"), False),
 }
 
 
 @pytest.fixture(params=list(SOURCES))
 def source(request):
     """(the ``LaunchConfig`` fields of one source of the fused pass's Tβ, the intra launch's expected
-    ``worker_every``): ``SOURCES``."""
+    ``fused_makes_last``): ``SOURCES``."""
     return SOURCES[request.param]
 
 
@@ -105,7 +106,7 @@ def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case, source
     _assert_matches(o, low, batch_run, reference_run)
     # the fused run's intra launch left out the chunks whose Tβ the worker makes, and wrote every chunk
     # for the batch pass
-    assert gluon.intra_worker_every == [0, source[1]]
+    assert gluon.intra_fused_makes_last == [False, source[1]]
     assert_padding_left_alone(before, low["state_pool"], o)
 
 
@@ -117,7 +118,7 @@ def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(
     low, upcast = _inputs(seqlens, seed=5, pad=1, **FEW_HEADS)
     o, batch_run, reference_run = _run_both(gluon, low, upcast, source, seg_chunks=4)
     _assert_matches(o, low, batch_run, reference_run)
-    assert gluon.intra_worker_every == [0, source[1]] and gluon.intra_seg_chunks[-1] == 4
+    assert gluon.intra_fused_makes_last == [False, source[1]] and gluon.intra_seg_chunks[-1] == 4
 
 
 @pytest.mark.parametrize("normalizer", [1, 100], ids=["strong-decay", "weak-decay"])

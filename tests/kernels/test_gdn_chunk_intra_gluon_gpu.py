@@ -94,12 +94,11 @@ def test_gluon_intra_launch_matches_the_triton_launch_and_the_exact_inverse(case
                 assert not tbeta[start:end, hv, end - start :].any(), "columns past the chunk's end"
 
 
-@pytest.mark.parametrize("every", [1, 2, 3])
-def test_gluon_intra_launch_before_the_fused_pass_writes_only_the_chunks_it_copies(every):
-    # ``seg_chunks`` and ``worker_every`` n (before chunk_gluon_fused, whose worker makes the Tβ of a last
-    # segment's chunks c with c % n == n − 1): the chunks of every segment of that many chunks but a
-    # sequence's last, and of its last segment the others, get the same Tβ and gate sums as the whole
-    # launch writes; the chunks the worker makes are left as they were (NaN here)
+def test_gluon_intra_launch_before_the_fused_pass_writes_only_what_the_segment_pass_reads():
+    # ``seg_chunks`` and ``fused_makes_last`` (before chunk_gluon_fused, whose worker makes the Tβ of a
+    # sequence's last segment): the chunks of every segment of that many chunks but a sequence's last
+    # get the same Tβ and gate sums as the whole launch writes; the last segments' chunks are left as
+    # they were (NaN here)
     from stampgen.kernels.gdn import chunk_intra_gluon
 
     seqlens, seg = [700, 300, 1, 520, 64, 0], 4
@@ -112,14 +111,14 @@ def test_gluon_intra_launch_before_the_fused_pass_writes_only_the_chunks_it_copi
     whole = [x.fill_(float("nan")) for x in chunk_intra._intra_outputs(k, T, HV)]
     chunk_intra_gluon.launch(*args, *whole)
     part = [x.fill_(float("nan")) for x in chunk_intra._intra_outputs(k, T, HV)]
-    chunk_intra_gluon.launch(*args, *part, seg_chunks=seg, worker_every=every)
+    chunk_intra_gluon.launch(*args, *part, seg_chunks=seg, fused_makes_last=True)
     cu = inputs["cu_seqlens"].tolist()
     read = torch.zeros(T, dtype=torch.bool, device="cuda")
     for n in range(len(seqlens)):
         chunks = -(-seqlens[n] // 64)
         last = (chunks - 1) // seg  # the sequence's last segment
         for j in range(chunks):
-            if j // seg != last or (j % seg) % every != every - 1:
+            if j // seg != last:
                 read[cu[n] + j * 64 : min(cu[n] + (j + 1) * 64, cu[n + 1])] = True
     assert read.any() and not read.all()
     assert torch.equal(part[0][read], whole[0][read])
