@@ -64,7 +64,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK
+from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK, _cumsum_hi_lo
 from stampgen.kernels.gdn.chunk_config import LaunchConfig, worker_makes_tbeta
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_gluon_batch import (
@@ -97,11 +97,11 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 
 @triton.jit
-def _gate_sums_kernel(g, schedule, sums, n_tokens, seg_chunks, N, HV: tl.constexpr):
+def _gate_sums_kernel(g, schedule, sums, n_tokens, seg_chunks, N, HV: tl.constexpr, BLOCK_HV: tl.constexpr):
     """The fp32 gate sums of chunk ``program_id(1)`` of the segment in schedule row ``program_id(0)``, for
-    every value head: γ as the pair (hi, lo) and γ_C − γ (``chunk_intra_gluon._gate_sums`` and
-    ``_to_end``'s values, formed in fp64), into ``sums`` [3, HV, T], so that the worker that makes Tβ
-    loads them rather than scanning a chunk's gates on its path."""
+    every value head (``BLOCK_HV``: HV's next power of two): γ as the pair (hi, lo) and γ_C − γ
+    (``chunk_intra_gluon._gate_sums`` and ``_to_end``'s values, formed in fp64), into ``sums`` [3, HV, T],
+    so that the worker that makes Tβ loads them rather than scanning a chunk's gates on its path."""
     row = schedule + tl.program_id(0).to(tl.int64) * _SCHEDULE_ROW
     n = tl.load(row).to(tl.int32)
     bos = tl.load(row + 2).to(tl.int32)
@@ -112,16 +112,15 @@ def _gate_sums_kernel(g, schedule, sums, n_tokens, seg_chunks, N, HV: tl.constex
     if n >= N or tok0 >= end:
         return
     rows = tl.arange(0, 64)
-    heads = tl.arange(0, HV)
-    ok = (tok0 + rows < end)[:, None]
+    heads = tl.arange(0, BLOCK_HV)
+    ok = (tok0 + rows < end)[:, None] & (heads < HV)[None, :]
     at = (tok0 + rows).to(tl.int64)[:, None]
-    g_c = tl.load(g + at * HV + heads[None, :], mask=ok, other=0.0).to(tl.float64)
-    gam = tl.cumsum(g_c, 0)
-    hi = gam.to(tl.float32)
+    g_c = tl.load(g + at * HV + heads[None, :], mask=ok, other=0.0)
+    hi, lo, gam = _cumsum_hi_lo(g_c)
     out = sums + heads[None, :].to(tl.int64) * n_tokens + at
     tl.store(out, hi, mask=ok)
-    tl.store(out + HV * n_tokens, (gam - hi.to(tl.float64)).to(tl.float32), mask=ok)
-    tl.store(out + 2 * HV * n_tokens, (tl.sum(g_c, 0)[None, :] - gam).to(tl.float32), mask=ok)
+    tl.store(out + HV * n_tokens, lo, mask=ok)
+    tl.store(out + 2 * HV * n_tokens, (tl.sum(g_c.to(tl.float64), 0)[None, :] - gam).to(tl.float32), mask=ok)
 
 
 @gluon.jit
@@ -471,7 +470,15 @@ def launch_state(
     if make:
         sums = torch.empty((3, HV, T), dtype=torch.float32, device=g.device)
         _gate_sums_kernel[(schedule.shape[1], config.seg_chunks)](
-            g, schedule, sums, T, config.seg_chunks, N, HV=HV, num_warps=4
+            g,
+            schedule,
+            sums,
+            T,
+            config.seg_chunks,
+            N,
+            HV=HV,
+            BLOCK_HV=triton.next_power_of_2(HV),
+            num_warps=4,
         )
     _gdn_gluon_fused_state_kernel[(triton.cdiv(V, BLOCK_V), HV, schedule.shape[1])](
         *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,

@@ -10,6 +10,7 @@ scratch element it reads without having written, shows up as NaN.
 
 import pytest
 import torch
+import triton
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse
 
 from stampgen.kernels import gdn
@@ -156,6 +157,39 @@ def test_the_intra_launch_writes_the_ut_inverse_and_the_gate_sums():
                 assert not tbeta[rows, hv, n:].any()
                 assert torch.allclose(gates[0, hv, rows].double(), gam, rtol=1e-6, atol=1e-6)
                 assert torch.allclose(gates[1, hv, rows].double(), gam[-1] - gam, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("HV", [3, 4])
+def test_the_fused_pass_gate_sums_launch_writes_every_segment_chunk_for_any_head_count(HV):
+    # ``chunk_gluon_fused._gate_sums_kernel`` (run before the fused pass where its worker makes Tβ) on the
+    # segment schedule the intra launch writes, against fp64 sums per chunk: γ as the fp32 pair (hi, lo)
+    # and γ_C − γ, for every token of every sequence (segments of two chunks, partial chunks, a padding
+    # sequence), with a head count that is not a power of two as well.
+    from stampgen.kernels.gdn import chunk_gluon_fused
+
+    seqlens = [70, 300, 1, 64]
+    inputs = make_inputs("prefill", N=4, H=1, HV=HV, K=16, V=16, seqlens=seqlens, seed=23, pad=1)
+    g = inputs["g"]
+    T, N = g.shape[0], inputs["state_indices"].shape[0]
+    cfg = chunk.launch_config(T, N, HV, 16)._replace(seg_chunks=2)
+    args = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
+    schedule = chunk._launch_intra(*args, cfg)[2]
+    sums = torch.full((3, HV, T), float("nan"))
+    chunk_gluon_fused._gate_sums_kernel[(schedule.shape[1], cfg.seg_chunks)](
+        g, schedule, sums, T, cfg.seg_chunks, N, HV=HV, BLOCK_HV=triton.next_power_of_2(HV)
+    )
+    bounds = inputs["cu_seqlens"].tolist()
+    written = torch.zeros(T, dtype=torch.bool)
+    for bos, eos in zip(bounds[:-1], bounds[1:]):
+        for start in range(bos, eos, chunk.CHUNK):
+            rows = slice(start, min(start + chunk.CHUNK, eos))
+            written[rows] = True
+            gam = torch.cumsum(g[rows].double(), 0).T  # [HV, rows]
+            hi, lo, after = (sums[i, :, rows].double() for i in range(3))
+            assert torch.equal(hi, gam.float().double())
+            assert torch.allclose(hi + lo, gam, rtol=0, atol=1e-12)
+            assert torch.allclose(after, gam[:, -1:] - gam, rtol=1e-6, atol=1e-6)
+    assert written.all() and not sums.isnan().any()
 
 
 def test_fp16_inputs_match_the_reference_within_fp16_rounding():
