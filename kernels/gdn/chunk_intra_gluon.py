@@ -39,7 +39,8 @@ benchmarks/RESULTS.md): this launch 0.197 ms on 16×2048, 0.095 on 16k, 0.422 on
 0.202 / 0.100 / 0.407, against 0.212 / 0.105 / 0.430 with D^{-1}'s rows stored one by one and a
 four-product solve). Forms measured slower: the gate vectors whole in every warp (each warp loading all
 of g and β; 7–11% slower here, though they help the fused pass's worker), and a cap of 96 registers for
-five programs an SM (spills; before the fused pass with Tβ copied in it still helps: ``launch_config``).
+five programs an SM (the merged solve then spills and ptxas serializes its wgmma:
+``LaunchConfig.gluon_intra_maxnreg``).
 
 With ``STORE_P`` (``LaunchConfig.gluon_p_from_intra``, the default before ``chunk_gluon``) it also copies
 the chunk's queries in and writes P = scale (Q Kᵀ ⊙ E) for ``chunk_gluon``'s state pass, first, by
