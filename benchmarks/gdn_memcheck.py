@@ -60,6 +60,10 @@ CONFIG_ROWS = {
     "gluon-batch128": dict(_BATCH, gluon_fused=False),
     # chunk_gluon_fused with Tβ made by its worker (the intra launch cut to the segment pass's chunks)
     "gluon-fused-worker": dict(_BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker"),
+    # ... on two programs, each running many items one after another (one an SM runs one or a few here)
+    "gluon-fused-worker-2": dict(
+        _BATCH, gluon_intra=True, gluon_fused=True, gluon_fused_tbeta="worker", gluon_fused_programs=2
+    ),
     # one sequence in windows of two chunks and more (one window where the call has several sequences)
     "gluon-windows": _WINDOWS,
     # P made by the Gluon intra launch and read by chunk_gluon, unwindowed (as its PDL dependent) and in windows

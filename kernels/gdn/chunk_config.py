@@ -77,6 +77,10 @@ class LaunchConfig(NamedTuple):
     # segment pass reads). ``launch_config`` takes "worker" (faster since 12-06: the worker's chain
     # shortened, ``chunk_gluon_fused``)
     gluon_fused_tbeta: Literal["intra", "worker"] = "intra"
+    # ``gluon_fused``'s programs made persistent, this many of them (0: persistent, one an SM, only
+    # where there are more than ``chunk_gluon_fused.PERSISTENT_ITEMS`` items an SM, else one an item);
+    # set only to test that a program runs many items of every kind right
+    gluon_fused_programs: int = 0
     # With ``gluon_state`` and one sequence: the tokens cut into windows (whole chunks) that the state
     # pass runs one after another, the pool row carrying the state between them, while the intra launch
     # of the next window runs on a second stream beside it, so that only the first window's intra
@@ -197,7 +201,9 @@ def launch_config(
       before it, level or slower, its ~4.2 µs a chunk the pass's pace). The worker making only every
       2nd or 3rd chunk's was no faster (12-04: 0.567 / 0.563 against 0.554 on 16×2048), a made chunk's
       solve waiting for its slot, so for the state warpgroups' step before it; that option
-      (``gluon_fused_worker_every``) was removed on 12-06.
+      (``gluon_fused_worker_every``) was removed on 12-06. Its programs persistent where there are
+      more than two items (V tile, value head, segment) an SM (``chunk_gluon_fused.PERSISTENT_ITEMS``):
+      16×2048 0.507 against 0.518 ms, 64×512 0.586 against 0.626 (H100).
     - With ``chunk_gluon`` on at least ``HEADS_INNER_TOKENS`` tokens, the intra launch's programs in
       (chunk, value head) order (``gluon_intra_heads_inner``): at 64k tokens the intra launch alone
       0.668 → 0.471 ms and the prefill 1.551 / 1.560 → 1.511 ms (H100; another H100 1.563 / 1.581 →

@@ -32,6 +32,19 @@ there are 0 (made here; copied in, that chunk's Tβ comes by masked loads, zeros
 v_new; nothing they touch reaches the state or a stored output row, and the chunk's output rows leave by
 masked stores.
 
+Items — (V tile, value head, segment) — run one a program, or (``PERSISTENT``, where there are more than
+``PERSISTENT_ITEMS`` an SM) on one program an SM that runs item after item: its first its program's own,
+each next the first not yet taken, claimed by the state warpgroups with one atomic add
+(``LaunchConfig.gluon_fused_programs``: fewer programs, for tests) ``STAGES + 1`` steps before the
+item's end — as the hardware hands an emptied SM the next program, so that items of unequal lengths
+still spread — and published to the worker in shared memory. The item's last ``STAGES − 1`` steps copy
+the next item's first tiles in, so the worker goes on to it while the state warpgroups store the last
+rows and load the next initial state, where a program an item leaves the SM to empty and refill. An
+H100 (12-06, ``benchmarks/gdn_intra_probe.py`` against the one-item form in one process): 16×2048
+0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591 against 0.621–0.626, 16k + 15×1k level (claimed
+statically, item p + k·P, it was 1.11 against 0.93: the long sequence's segments held their programs'
+later items); at two items an SM or fewer the one-item form (8×4096 persistent: −1 to +3%).
+
 Segments, their schedule and their initial states are the Triton passes' (``chunk_state``), as for
 ``chunk_gluon_batch``; where the worker makes Tβ, the intra launch before this pass leaves out the
 chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., fused_makes_last=True)``: every chunk
@@ -50,6 +63,8 @@ decay is made (spills at 120).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import triton
@@ -71,7 +86,6 @@ from stampgen.kernels.gdn.chunk_gluon_batch import (
     _initial_state,
     _output_tile,
     _state_ptrs,
-    _store_last_and_refill,
     _zero_rows,
 )
 from stampgen.kernels.gdn.chunk_intra_gluon import (
@@ -85,6 +99,10 @@ from stampgen.kernels.gdn.chunk_intra_gluon import (
 from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
 BLOCK_V = 128  # two state warpgroups of 64 rows of Sᵀ
+# Persistent programs (``PERSISTENT``) where each would run more than this many items on average: each
+# item after a program's first saves the SM's emptying and refilling, while the persistent form's
+# longer state step and the worker's one spilled register cost every chunk (benchmarks/RESULTS.md)
+PERSISTENT_ITEMS = 2
 # The worker warpgroup's registers a thread (``setmaxnreg``); the state warpgroups get what is left of
 # the SM's 64 K (Triton: 200 a thread beside 96–104, 192 beside 112–120).
 WORKER_REGS = 120
@@ -151,20 +169,21 @@ def _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV: gl.conste
         tma.async_copy_global_to_shared(t_desc, [tok0, hv * 64], t_bars.index(buf), t_s.index(buf))
     else:
         _load_tile(t_s.index(buf), tbeta + hv * 64, tok0, n_rows, HV * 64, 64, ld)
+        # counted on the slot's barrier as a copy is, so that its phase counts chunks across items
+        mbarrier.arrive(t_bars.index(buf), count=1)
 
 
 @gluon.jit
-def _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, t_phase, log2_scale, dt: gl.constexpr):
+def _p_for_copied(p_s, qk, hi, buf, t_bars, t_phase, log2_scale, dt: gl.constexpr):
     """P of a chunk whose Tβ is copied in, as every Gluon state pass makes it (``_masked_p``: the batch
-    pass's bit for bit), then the wait for that copy (a full chunk's: a partial one's came by loads)."""
+    pass's bit for bit), then the wait for that copy."""
     acc: gl.constexpr = CHUNK_ACC
     r = gl.arange(0, 64, layout=gl.SliceLayout(1, acc))
     c_p = gl.arange(0, 64, layout=gl.SliceLayout(0, acc))
     b = hi * _LOG2E
     b_row, b_col = gl.convert_layout(b, gl.SliceLayout(1, acc)), gl.convert_layout(b, gl.SliceLayout(0, acc))
     p_s.index(buf).store(_masked_p(qk, b_row, b_col, r, c_p, log2_scale).to(dt))
-    if n_rows == 64:
-        mbarrier.wait(t_bars.index(buf), t_phase)
+    mbarrier.wait(t_bars.index(buf), t_phase)
 
 
 @gluon.jit
@@ -206,27 +225,139 @@ def _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt:
 
 
 @gluon.jit
-def _worker(
-    q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, n_tokens, hv, base, end,
-    n_chunks, scale, log2_scale, HV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr,
+def _item(schedule, state_indices, it, n_items, seg_chunks, N, HV: gl.constexpr, TV: gl.constexpr):
+    """Item ``it`` of the pass — (V tile, value head, segment), the V tile fastest, as a grid of one
+    program an item would order them: its schedule row (``chunk_common._write_schedule``), sequence, pool
+    slot, value head, V tile, first token, one past its last, and chunks (none past the last segment,
+    for a padding sequence, or for ``it`` past the last item)."""
+    i_v = it % TV
+    hv = (it // TV) % HV
+    # (an item past the last reads the last row, and runs nothing)
+    row = schedule + gl.minimum(it // (TV * HV), n_items // (TV * HV) - 1).to(gl.int64) * _SCHEDULE_ROW
+    n = gl.load(row).to(gl.int32)
+    live = (n < N) & (it < n_items)
+    j = gl.load(row + 1).to(gl.int32)
+    bos = gl.load(row + 2).to(gl.int32)
+    eos = gl.load(row + 3).to(gl.int32)
+    slot = gl.load(state_indices + gl.minimum(n, N - 1))
+    base = bos + j * seg_chunks * 64  # the segment's first token
+    end = gl.minimum(base + seg_chunks * 64, eos)  # one past its last
+    n_chunks = gl.where(live & (slot >= 0), (end - base + 63) // 64, 0)
+    end = gl.where(live, end, base)  # no padding rows to zero past the last segment
+    return row, n, slot, hv, i_v, base, end, n_chunks
+
+
+@gluon.jit
+def _claim(counter, G, W: gl.constexpr):
+    """The next item for this program: the first not yet taken past the ``G`` programs' first ones (one
+    atomic add; element 0 of the returned [32 W] vector, a thread an element in a partition of ``W``
+    warps)."""
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+    r = gl.arange(0, 32 * W, layout=one)
+    old = gl.atomic_add(counter + r * 0, gl.full([32 * W], 1, gl.int32, one), mask=r == 0)
+    return gl.where(r == 0, old + G, 0)
+
+
+@gluon.jit
+def _publish(items, item_bars, item_free, m, claimed, W: gl.constexpr):
+    """Item ``m`` (the program's m-th, m ≥ 1, in slot m % 2; ``claimed`` from ``_claim`` in this partition
+    of ``W`` warps) for the worker, once it has taken the one the slot held before; returned as a
+    scalar."""
+    s = m % 2
+    mbarrier.wait(item_free.index(s), (((m - 1) // 2) & 1) ^ 1)
+    items.index(s).slice(0, 32 * W).store(claimed)
+    gl.thread_barrier()  # every thread's store done before the arrival
+    mbarrier.arrive(item_bars.index(s), count=1)
+    return _read_item(items, s, W)
+
+
+@gluon.jit
+def _take(items, item_bars, item_free, m, W: gl.constexpr):
+    """Item ``m`` as the state warpgroups published it (``_publish``), the slot then freed for item
+    m + 2; in a partition of ``W`` warps."""
+    s = m % 2
+    mbarrier.wait(item_bars.index(s), ((m - 1) // 2) & 1)
+    it = _read_item(items, s, W)
+    gl.thread_barrier()  # every thread's read done before the slot is freed
+    mbarrier.arrive(item_free.index(s), count=1)
+    return it
+
+
+@gluon.jit
+def _read_item(items, s, W: gl.constexpr):
+    """Element 0 of slot ``s``, read whole by every warp of a partition of ``W`` warps (no barrier)."""
+    whole: gl.constexpr = gl.BlockedLayout([4], [32], [W], [0])
+    x = items.index(s).slice(0, 128).load(whole)
+    return gl.sum(gl.where(gl.arange(0, 128, layout=whole) == 0, x, 0), axis=0)
+
+
+@gluon.jit
+def _next_item(
+    items, item_bars, item_free, m, claimed, schedule, state_indices, n_items, seg_chunks, N,
+    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, TV: gl.constexpr,
+    W: gl.constexpr,
 ):  # fmt: skip
-    """Per chunk c of the segment: Tβ, P and the gate factors into slot c % 2, once the state warpgroups
-    have freed it (chunk c − 2 done) and the chunk's q / k tiles have landed; Tβ made here
+    """The state warpgroups' next item (``claimed``, their m-th) published for the worker, and what the
+    copies of its first tiles need: its index, first token, q / k and v columns, and chunks."""
+    it = _publish(items, item_bars, item_free, m, claimed, W)
+    _, _, _, hv, i_v, base, _, n_chunks = _item(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
+    return it, base, (hv // (HV // H)) * K, hv * V + i_v * BV, n_chunks
+
+
+@gluon.jit
+def _worker(
+    q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule, state_indices,
+    items, item_bars, item_free, n_items, seg_chunks, N, n_tokens, scale, log2_scale,
+    HV: gl.constexpr, TV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
+):  # fmt: skip
+    """The worker warpgroup: ``_worker_item`` for each item the program runs (``PERSISTENT``: the first
+    its own, each next as the state warpgroups claimed it, ``_take``; else its one item)."""
+    x_s = gl.allocate_shared_memory(gl.float32, [3, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    it = gl.program_id(0)
+    if PERSISTENT:
+        m = 0  # the items this program ran before ``it``
+        at0 = 0  # and their chunks
+        while it < n_items:
+            at0 = _worker_item(
+                q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
+                state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, at0,
+                HV, TV, STAGES, MAKE_TBETA,
+            )  # fmt: skip
+            m += 1
+            it = _take(items, item_bars, item_free, m, 4)
+    else:
+        _worker_item(
+            q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
+            state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, 0,
+            HV, TV, STAGES, MAKE_TBETA,
+        )  # fmt: skip
+
+
+@gluon.jit
+def _worker_item(
+    q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
+    state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, at0,
+    HV: gl.constexpr, TV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr,
+):  # fmt: skip
+    """The worker on item ``it`` (``at0`` chunks of this program before it): per chunk (``at``: counted
+    across items), Tβ, P and the gate factors into slot ``at % 2``, once the state warpgroups have
+    freed it (two chunks before done) and the chunk's q / k tiles have landed; Tβ made here
     (``MAKE_TBETA``, on the gate sums ``_gate_sums_kernel`` made) or the intra launch's, copied in
-    (``_copy_tbeta``, the gate sums scanned here)."""
+    (``_copy_tbeta``, the gate sums scanned here). Returns the chunks up to the next item."""
     # The gate vectors whole in every warp: their scan and sums within a warp, no barrier (in the intra
     # launch, with four programs an SM to hide its loads, the same layout measured slower)
     vec: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
     acc: gl.constexpr = CHUNK_ACC
     dt: gl.constexpr = t_s.dtype
+    _, _, _, hv, _, base, end, n_chunks = _item(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
     if MAKE_TBETA:
         h_c, l_c, a_c, b_c = _sums_loads(sums, beta, base, gl.minimum(end - base, 64), hv, n_tokens, HV, vec)
     else:
         g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
-    x_s = gl.allocate_shared_memory(gl.float32, [3, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     for c in tl.range(0, n_chunks, disable_licm=True):
-        buf = c % 2
-        stage = c % STAGES
+        at = at0 + c
+        buf = at % 2
+        stage = at % STAGES
         tok0 = base + c * 64
         n_rows = gl.minimum(end - tok0, 64)
         if MAKE_TBETA:
@@ -235,50 +366,89 @@ def _worker(
             )
         else:
             g_n, b_n = _gate_loads(g, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, HV, vec)
-        mbarrier.wait(free.index(buf), ((c // 2) & 1) ^ 1)
+        mbarrier.wait(free.index(buf), ((at // 2) & 1) ^ 1)
         if not MAKE_TBETA:
             _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
-        mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
+        mbarrier.wait(bars.index(stage), (at // STAGES) & 1)
         if MAKE_TBETA:
             hi, lo, after = h_c, l_c, a_c
         else:
             gam, hi, lo = _gate_sums(g_c)
             after = _to_end(g_c, gam)
         first = gl.arange(0, 64, layout=vec) == 0
-        # exp γ, exp(γ_C − γ) and exp γ_C = exp(γ_0 + (γ_C − γ_0)), as the batch pass makes them from the
-        # stored gate sums (γ rounded to fp32: ``hi``)
+        # exp γ, exp(γ_C − γ) and exp γ_C = exp(γ_0 + (γ_C − γ_0)), as the batch pass makes them from
+        # the stored gate sums (γ rounded to fp32: ``hi``)
         g_s.index(3 * buf).store(gl.exp(hi))
         g_s.index(3 * buf + 1).store(gl.exp(after))
         g_s.index(3 * buf + 2).store(
             gl.zeros_like(hi) + gl.exp(gl.sum(gl.where(first, hi + after, 0.0), axis=0))
         )
-        # P = scale (Q Kᵀ ⊙ E) on and below the diagonal; above it E may overflow to inf, which the select
-        # discards. Made before Tβ, so that only γ's pair and β live through the solve (registers).
+        # P = scale (Q Kᵀ ⊙ E) on and below the diagonal; above it E may overflow to inf, which the
+        # select discards. Made before Tβ, so that only γ's pair and β live through the solve
+        # (registers).
         q_t = q_s.index(stage)
         k_t = k_s.index(stage)
         if MAKE_TBETA:
             _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt)
         else:
-            # every chunk before this one was full: c // 2 copies on this barrier
             qk = warpgroup_mma(q_t, k_t.permute((1, 0)), gl.zeros([64, 64], gl.float32, acc), use_acc=False)
-            _p_for_copied(p_s, qk, hi, buf, n_rows, t_bars, (c // 2) & 1, log2_scale, dt)
+            _p_for_copied(p_s, qk, hi, buf, t_bars, (at // 2) & 1, log2_scale, dt)
         fence_async_shared()  # Tβ and P are read by the state warpgroups' wgmma (the async proxy)
         mbarrier.arrive(ready.index(buf), count=1)
         if MAKE_TBETA:
             h_c, l_c, a_c, b_c = h_n, l_n, a_n, b_n
         else:
             g_c, b_c = g_n, b_n
+    return at0 + n_chunks
 
 
 @gluon.jit
 def _state(
     q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
-    o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end, n_chunks,
-    pool_slot_stride, scale,
-    HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, STAGES: gl.constexpr,
+    o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free, n_items,
+    seg_chunks, N, pool_slot_stride, scale,
+    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+    TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr,
 ):  # fmt: skip
-    """The state warpgroups: the segment's initial state, its chunk steps on the worker's Tβ, P and gate
-    factors, the output rows, and (a sequence's last segment) the pool row."""
+    """The state warpgroups: ``_state_item`` for each item the program runs (``PERSISTENT``: the first
+    its own, each next claimed there and published for the worker; else its one item)."""
+    it = gl.program_id(0)
+    if PERSISTENT:
+        m = 0  # the items this program ran before ``it``
+        at0 = 0  # and their chunks
+        copied = False  # whether the item before copied this one's first tiles in
+        while it < n_items:
+            it, at0, copied = _state_item(
+                q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
+                state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
+                n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied,
+                H, HV, K, V, BV, TV, STAGES, PERSISTENT,
+            )  # fmt: skip
+            m += 1
+    else:
+        _state_item(
+            q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
+            state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
+            n_items, seg_chunks, N, pool_slot_stride, scale, it, 0, 0, False,
+            H, HV, K, V, BV, TV, STAGES, PERSISTENT,
+        )  # fmt: skip
+
+
+@gluon.jit
+def _state_item(
+    q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
+    state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
+    n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied,
+    H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+    TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr,
+):  # fmt: skip
+    """The state warpgroups on item ``it`` (this program's m-th; ``at0`` chunks before it; ``copied``:
+    its first tiles copied in by the item before): its initial state, its chunk steps on the worker's Tβ,
+    P and gate factors, the output rows, and (a sequence's last segment) the pool row. ``PERSISTENT``:
+    the next item claimed (``_claim``) and published for the worker (``_next_item``) ``STAGES + 1``
+    steps before the end, and its first tiles copied in by the last ``STAGES − 1`` steps (where both
+    have that many chunks), so that the worker starts on it while these warpgroups end this one.
+    Returns the next item, the chunks up to it, and whether its first tiles were copied in."""
     W: gl.constexpr = BV // 16
     acc_s: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, K, 16]
@@ -293,8 +463,27 @@ def _state(
     # taken within the warp
     whole: gl.constexpr = gl.BlockedLayout([2], [32], [W], [0])
     c_tok = gl.arange(0, 64, layout=tok_c)
-    o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
     dt: gl.constexpr = q_desc.dtype
+    descs = (q_desc, k_desc, v_desc)
+    bufs = (q_s, k_s, v_s)
+    nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes
+
+    G = gl.num_programs(0)
+    row, n, slot, hv, i_v, base, end, n_chunks = _item(
+        schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
+    )
+    # the next item, claimed STAGES + 1 steps before this one's end (its first tiles are copied in by
+    # the last STAGES − 1 steps), or at its start where it is shorter
+    it_x, base_x, col_qk_x, col_v_x, n_x = n_items, 0, 0, 0, 0
+    claimed = gl.zeros([32 * W], gl.int32, gl.BlockedLayout([1], [32], [W], [0]))
+    if PERSISTENT and n_chunks < STAGES + 1:
+        it_x, base_x, col_qk_x, col_v_x, n_x = _next_item(
+            items, item_bars, item_free, m + 1, _claim(counter, G, W), schedule, state_indices, n_items,
+            seg_chunks, N, H, HV, K, V, BV, TV, W,
+        )  # fmt: skip
+    col_qk = (hv // (HV // H)) * K
+    col_v = hv * V + i_v * BV
+    o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
 
     if slot < 0:  # padding: zero output rows, nothing read or written else
         _zero_rows(o, base, end, o_rows, c_tok, HV, V, BV, acc_c)
@@ -309,30 +498,31 @@ def _state(
         )  # fmt: skip
     else:
         state = gl.zeros([BV, K], gl.float32, acc_s)
-    descs = (q_desc, k_desc, v_desc)
-    bufs = (q_s, k_s, v_s)
     cols = (col_qk, col_qk, col_v)
-    nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes
-    for i in gl.static_range(STAGES - 1):
-        _copy_tiles(descs, bufs, bars, i, base + i * 64, cols, nbytes, i < n_chunks)
+    if not copied:
+        for i in gl.static_range(STAGES - 1):
+            _copy_tiles(descs, bufs, bars, (at0 + i) % STAGES, base + i * 64, cols, nbytes, i < n_chunks)
 
     for c in tl.range(0, n_chunks, disable_licm=True):
-        stage = c % STAGES
-        buf = c % 2
+        at = at0 + c
+        stage = at % STAGES
+        buf = at % 2
         tok0 = base + c * 64
-        mbarrier.wait(bars.index(stage), (c // STAGES) & 1)
+        if PERSISTENT and c == n_chunks - (STAGES + 1):
+            claimed = _claim(counter, G, W)
+        mbarrier.wait(bars.index(stage), (at // STAGES) & 1)
         q_t = q_s.index(stage)
         k_t = k_s.index(stage)
         s_op = gl.convert_layout(state.to(dt), a_c)
-        ks = warpgroup_mma(s_op, k_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c), use_acc=False,
-                           is_async=True)  # fmt: skip
-        qs = warpgroup_mma(s_op, q_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c), use_acc=False,
-                           is_async=True)  # fmt: skip
-        mbarrier.wait(ready.index(buf), (c // 2) & 1)
-        # (Q S)ᵀ waited for with (K S)ᵀ: the tensor cores run a warpgroup's products in the order issued,
-        # so v_new's product would wait for it anyway, and holding Sᵀ's operand and (Q S)ᵀ's accumulator
-        # beside v_new's in flight takes more registers than the state warpgroups have (ptxas serializes
-        # every wgmma then, its note C7512)
+        ks = warpgroup_mma(s_op, k_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
+                           use_acc=False, is_async=True)  # fmt: skip
+        qs = warpgroup_mma(s_op, q_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
+                           use_acc=False, is_async=True)  # fmt: skip
+        mbarrier.wait(ready.index(buf), (at // 2) & 1)
+        # (Q S)ᵀ waited for with (K S)ᵀ: the tensor cores run a warpgroup's products in the order
+        # issued, so v_new's product would wait for it anyway, and holding Sᵀ's operand and (Q S)ᵀ's
+        # accumulator beside v_new's in flight takes more registers than the state warpgroups have
+        # (ptxas serializes every wgmma then, its note C7512)
         ks, qs, s_op = warpgroup_mma_wait(num_outstanding=0, deps=(ks, qs, s_op))
         v_c = v_s.index(stage).permute((1, 0)).load(acc_c)  # Vᵀ [BV, 64]
         u_op = gl.convert_layout(
@@ -342,12 +532,24 @@ def _state(
                               use_acc=False, is_async=True)  # fmt: skip
         tma.store_wait(pendings=0)
         fence_async_shared()
-        # The step's one barrier: the output rows written; every thread past its waits for the products
-        # of step c − 1, the last readers of the buffers written next
+        # The step's one barrier: the output rows written; every thread past its waits for the
+        # products of the step before, the last readers of the buffers written next
         gl.thread_barrier()
-        _store_last_and_refill(
-            o_desc, o_s, descs, bufs, bars, c, tok0, col_v, base, cols, nbytes, n_chunks, STAGES
-        )
+        if c > 0:  # the chunk before's output rows, written into their buffer before the barrier
+            tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((at - 1) % 2))
+        # the tiles of the chunk STAGES − 1 ahead, this item's or (its last steps) the next's, into
+        # the buffer the step before read
+        ahead = c + STAGES - 1
+        here = ahead < n_chunks
+        if PERSISTENT:
+            _copy_tiles(
+                descs, bufs, bars, (at + STAGES - 1) % STAGES,
+                gl.where(here, base + ahead * 64, base_x + (ahead - n_chunks) * 64),
+                (gl.where(here, col_qk, col_qk_x), gl.where(here, col_qk, col_qk_x), gl.where(here, col_v, col_v_x)),
+                nbytes, here | ((n_chunks >= STAGES - 1) & (n_x >= STAGES - 1)),
+            )  # fmt: skip
+        else:
+            _copy_tiles(descs, bufs, bars, ahead % STAGES, base + ahead * 64, cols, nbytes, here)
 
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
         d_op = gl.convert_layout((v_new * g_s.index(3 * buf + 1).load(tok_c)[None, :]).to(dt), a_s)
@@ -361,13 +563,18 @@ def _state(
         state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
         mbarrier.arrive(free.index(buf), count=1)
         # The output rows into their buffer now, not held into the next step (registers: the state
-        # warpgroups have 192): the TMA store that last read it (chunk c − 2) was waited for before this
-        # step's barrier; they leave by TMA after the next step's barrier
+        # warpgroups have 192): the TMA store that last read it (two chunks before) was waited for
+        # before this step's barrier; they leave by TMA after the next step's barrier
         _output_tile(o_s.index(buf), out, dt)
+        if PERSISTENT and c == n_chunks - (STAGES + 1):  # the claim's add has long returned
+            it_x, base_x, col_qk_x, col_v_x, n_x = _next_item(
+                items, item_bars, item_free, m + 1, claimed, schedule, state_indices, n_items, seg_chunks,
+                N, H, HV, K, V, BV, TV, W,
+            )  # fmt: skip
 
     if n_chunks > 0:
         tok0 = base + (n_chunks - 1) * 64
-        last = o_s.index((n_chunks - 1) % 2)
+        last = o_s.index((at0 + n_chunks - 1) % 2)
         tma.store_wait(pendings=0)
         fence_async_shared()
         gl.thread_barrier()
@@ -378,40 +585,33 @@ def _state(
             ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [W, 1], [1, 0])
             r_o = gl.arange(0, 64, layout=gl.SliceLayout(1, ld))
             c_o = gl.arange(0, BV, layout=gl.SliceLayout(0, ld))
-            at = (tok0 + r_o).to(gl.int64)[:, None] * (HV * V) + (col_v + c_o)[None, :]
-            gl.store(o + at, last.load(ld), mask=(r_o < end - tok0)[:, None])
+            at_o = (tok0 + r_o).to(gl.int64)[:, None] * (HV * V) + (col_v + c_o)[None, :]
+            gl.store(o + at_o, last.load(ld), mask=(r_o < end - tok0)[:, None])
         # j and n_segs loaded again, not held through the loop (registers)
         if gl.load(row + 1) == gl.load(row + 4) - 1:
             gl.store(
-                _state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s), state
+                _state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s),
+                state,
             )
+        if PERSISTENT:  # every thread past the last rows' loads before the next item's steps write them
+            gl.thread_barrier()
+    return it_x, at0 + n_chunks, (n_chunks >= STAGES - 1) & (n_x >= STAGES - 1)
 
 
 @gluon.jit
 def _gdn_gluon_fused_state_kernel(
     q_desc, k_desc, v_desc, o_desc, t_desc,
     o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
-    pool_slot_stride, scale, seg_chunks, N, n_tokens,
+    pool_slot_stride, scale, seg_chunks, N, n_tokens, counter, n_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_TBETA: gl.constexpr,
+    STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
 ):  # fmt: skip
-    i_v = gl.program_id(0)
-    hv = gl.program_id(1)
-    # The segment this program runs, from the schedule (``chunk_common._write_schedule``); a program past
-    # the last segment, like a padding sequence's, has no chunk to run (no early return: the worker
-    # warps must reach the partitions too)
-    row = schedule + gl.program_id(2).to(gl.int64) * _SCHEDULE_ROW
-    n = gl.load(row).to(gl.int32)
-    live = n < N
-    j = gl.load(row + 1).to(gl.int32)
-    bos = gl.load(row + 2).to(gl.int32)
-    eos = gl.load(row + 3).to(gl.int32)
-    slot = gl.load(state_indices + gl.minimum(n, N - 1))
-    base = bos + j * seg_chunks * 64  # the segment's first token
-    end = gl.minimum(base + seg_chunks * 64, eos)  # one past its last
-    n_chunks = gl.where(live & (slot >= 0), (end - base + 63) // 64, 0)
-    end = gl.where(live, end, base)  # no padding rows to zero past the last segment
-
+    # Persistent: P programs (at most one an SM), program p first running item p, then each next item
+    # not yet taken (``counter``: claimed as the hardware would hand a free SM the next program, so that
+    # items of unequal lengths still spread), so that at an item's end the worker goes on to the next
+    # item's chunks while the state warpgroups store this one's last rows and load the next one's state,
+    # where a program an item waits for the SM to empty
+    TV: gl.constexpr = V // BV
     dt: gl.constexpr = q_desc.dtype
     q_s = gl.allocate_shared_memory(dt, [STAGES, 64, K], q_desc.layout)
     k_s = gl.allocate_shared_memory(dt, [STAGES, 64, K], k_desc.layout)
@@ -425,23 +625,28 @@ def _gdn_gluon_fused_state_kernel(
     ready = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     t_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    # the next items, as the state warpgroups claim them for the worker (``_publish`` / ``_take``)
+    items = gl.allocate_shared_memory(gl.int32, [2, 256], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    item_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
+    item_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(bars.index(i), count=1)
     for i in gl.static_range(2):
         mbarrier.init(ready.index(i), count=1)
         mbarrier.init(free.index(i), count=1)
         mbarrier.init(t_bars.index(i), count=1)
-    h = hv // (HV // H)
-    col_qk = h * K
-    col_v = hv * V + i_v * BV
+        mbarrier.init(item_bars.index(i), count=1)
+        mbarrier.init(item_free.index(i), count=1)
     # (argument tuples written out here: a tuple bound to a name first would make its constexprs tensors)
     gl.warp_specialize(
         [
             (_state, (q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
-                      o, state_pool, state_indices, start, carry, row, n, slot, hv, i_v, col_qk, col_v, base, end,
-                      n_chunks, pool_slot_stride, scale, HV, K, V, BV, STAGES)),
-            (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, n_tokens,
-                       hv, base, end, n_chunks, scale, gl.log2(scale), HV, STAGES, MAKE_TBETA)),
+                      o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars,
+                      item_free, n_items, seg_chunks, N, pool_slot_stride, scale, H, HV, K, V, BV, TV, STAGES,
+                      PERSISTENT)),
+            (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums,
+                       schedule, state_indices, items, item_bars, item_free, n_items, seg_chunks, N,
+                       n_tokens, scale, gl.log2(scale), HV, TV, STAGES, MAKE_TBETA, PERSISTENT)),
         ],
         [4],
         [WORKER_REGS],
@@ -480,9 +685,23 @@ def launch_state(
             BLOCK_HV=triton.next_power_of_2(HV),
             num_warps=4,
         )
-    _gdn_gluon_fused_state_kernel[(triton.cdiv(V, BLOCK_V), HV, schedule.shape[1])](
+    n_items = triton.cdiv(V, BLOCK_V) * HV * schedule.shape[1]
+    programs = config.gluon_fused_programs
+    persistent = programs > 0 or n_items > PERSISTENT_ITEMS * _sm_count(q.device)
+    if persistent:
+        programs = min(n_items, programs or _sm_count(q.device))
+        counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # items claimed past the first ones
+    else:
+        programs, counter = n_items, schedule  # (never read)
+    _gdn_gluon_fused_state_kernel[(programs,)](
         *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
-        state_pool.stride(0), float(scale), config.seg_chunks, N, T,
+        state_pool.stride(0), float(scale), config.seg_chunks, N, T, counter, n_items,
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
-        MAKE_TBETA=make, num_warps=BLOCK_V // 16,
+        MAKE_TBETA=make, PERSISTENT=persistent, num_warps=BLOCK_V // 16,
     )  # fmt: skip
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    """The device's SMs: the persistent pass's programs, one an SM."""
+    return torch.cuda.get_device_properties(device).multi_processor_count

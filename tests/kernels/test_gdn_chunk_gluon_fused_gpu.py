@@ -121,6 +121,25 @@ def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(
     assert gluon.intra_fused_makes_last == [False, source[1]] and gluon.intra_seg_chunks[-1] == 4
 
 
+@pytest.mark.parametrize("programs", [1, 2, 3])
+def test_each_program_runs_many_items_as_one_program_an_item_would(gluon, programs, source):
+    # The pass's programs run its (V tile, value head, segment) items in turn, an item's last steps
+    # copying in the next one's first tiles where both have two chunks or more. With one, two or three
+    # programs each runs items of every kind one after another — a chunk or a partial one, empty ones,
+    # a padding sequence's, split sequences' segments with their initial states from the carry launch,
+    # items past the last segment — and must give what a program an item gives, bit for bit.
+    seqlens = [63, 64, 1, 130, 0, 700, 7, 300, 65]
+    low, _ = _inputs(seqlens, seed=programs, pad=1, normalizer=20, **FEW_HEADS)
+    wide = clone_inputs(low)
+    gluon.on(**FUSED, **source[0], seg_chunks=4)
+    o_wide = gdn.prefill(**wide, backend="triton")
+    gluon.on(**FUSED, **source[0], seg_chunks=4, gluon_fused_programs=programs)
+    o = gdn.prefill(**low, backend="triton")
+    assert gluon.calls == ["fused", "fused"], "the fused pass did not run"
+    assert torch.equal(o, o_wide)
+    assert torch.equal(low["state_pool"], wide["state_pool"])
+
+
 @pytest.mark.parametrize("normalizer", [1, 100], ids=["strong-decay", "weak-decay"])
 def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(gluon, normalizer, source):
     # many chunks a program: the two slots of Tβ / P (and their copy barriers) cycled hundreds of times
