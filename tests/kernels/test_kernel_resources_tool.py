@@ -114,8 +114,9 @@ def test_the_fused_state_pass_compiles_with_its_worker_warpgroup_and_fits_an_sm(
     assert done.returncode == 0, done.stderr
     row = re.compile(r"gluon_fused\s+(\S.*?)\s+(\d+)\s+\d+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s")
     rows = {m.group(1): m.groups()[1:] for m in map(row.match, done.stdout.splitlines()) if m}
-    # Tβ made by the worker (the default, also at K = 64) and copied in
-    made = {"default", "K=64"}
+    # Tβ made by the worker (the default, one item a program or persistent, also at K = 64; those two
+    # persistent) and copied in (persistent)
+    made = {"default", "persistent", "K=64"}
     assert set(rows) == {"Tβ loaded"} | made, done.stdout
     for variant, (warps, regs, spills, smem, fit) in rows.items():
         # the state warpgroups' warps launched (the worker's four are added by warp_specialize: 384
@@ -124,6 +125,9 @@ def test_the_fused_state_pass_compiles_with_its_worker_warpgroup_and_fits_an_sm(
         assert int(fit) == 1 and float(smem) <= 227, done.stdout
         # none where the worker copies Tβ in; a few at most where it makes Tβ (at 120 registers a thread)
         assert int(spills) < 256 if variant in made else int(spills) == 0, done.stdout
+    # one item a program, the worker making Tβ spills nothing (the persistent form's one spilled register
+    # is why batches of few items an SM keep that form: chunk_gluon_fused.PERSISTENT_ITEMS)
+    assert int(rows["default"][2]) == 0, done.stdout
 
 
 def test_the_lightning_prefill_compiles_for_sm90_with_tma_tiles_and_no_spills():
