@@ -29,6 +29,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks import gdn_bench  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
 from stampgen.kernels.chunked.common import CHUNK_SIZE  # noqa: E402
 
@@ -93,6 +94,7 @@ def main() -> None:
     parser.add_argument("--out", help="folder for <op>_probe.jsonl")
     parser.add_argument("--per-kernel", action="store_true", help="add CUDA time per kernel to each record")
     args = parser.parse_args()
+    out_dir(parser, args.out)
     chunk = importlib.import_module(f"stampgen.kernels.{args.op}.chunk")
     try:
         variations = [{}] + list(json.loads(args.variations))
@@ -114,8 +116,6 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("chunked_prefill_probe.py needs a CUDA GPU")
     gdn_bench.configure(args.op)
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)  # as the other probes do
     out = open(os.path.join(args.out, f"{args.op}_probe.jsonl"), "a") if args.out else None
     for name in args.cases.split(","):
         inputs = make_case(CASES[name])

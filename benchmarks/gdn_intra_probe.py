@@ -27,8 +27,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_bench import rel  # noqa: E402
-from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case, out_dir, with_config  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_config  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused, chunk_intra, chunk_intra_gluon  # noqa: E402
 
 # What a copy stands for, by the function it defines: (that function's name, this tree's module holding it)

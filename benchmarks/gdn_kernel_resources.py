@@ -49,6 +49,7 @@ from triton.experimental.gluon._runtime import GluonASTSource  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.gdn import (  # noqa: E402
     chunk_common,
     chunk_config,
@@ -569,11 +570,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown kernel(s) {', '.join(unknown)}; choose from {', '.join(KERNELS)}")
     for option, folder in (("--sass", args.sass), ("--listing", args.listing)):
-        try:  # made before any compile: a folder that cannot be is a usage error, not a traceback after
-            if folder:
-                folder.mkdir(parents=True, exist_ok=True)
-        except OSError as err:
-            parser.error(f"{option}: {err}")
+        out_dir(parser, folder, option)  # made before any compile
     missing = [tool for tool in ("ptxas", "cuobjdump", "nvdisasm") if not (BIN / tool).exists()]
     if missing:
         sys.exit(

@@ -22,9 +22,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from benchmarks.gdn_prefill_probe import CASES, make_case, out_dir, with_config  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, make_case, with_config  # noqa: E402
 from benchmarks.gdn_windows_timeline import kernels_of_one_call  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 
 
 def seqlens_of(case: str) -> list[int]:

@@ -55,6 +55,7 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.out_folder import out_dir  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "kernels"))
 import gdn_emulation as emulation  # noqa: E402
@@ -327,6 +328,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=1e9, help="seconds after which no pair starts")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # case:dtype pairs, rows to --out
     args = parser.parse_args()
+    out_dir(parser, args.out)
     cases = DRY_CASES if args.dry_run else CASES
     device = "cpu" if args.dry_run else "cuda"
     if not args.dry_run and not torch.cuda.is_available():
@@ -361,7 +363,6 @@ def main() -> None:
                 print(f"{pair}: {time.time() - t0:.0f} s", flush=True)
         return
 
-    os.makedirs(args.out, exist_ok=True)
     part = Path(f"{args.out}/precision.jsonl.part")
     part.unlink(missing_ok=True)
     pairs = [f"{c}:{d}" for c in names for d in args.dtypes.split(",")]

@@ -39,6 +39,7 @@ import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if 
 from benchmarks.gdn_bench import HV, SCALE, V, make_set  # noqa: E402
 from benchmarks.gdn_bench import rel as rel_rmse  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
@@ -84,17 +85,6 @@ SWEEP = [
 ]
 # A configuration counts only if its output is this close to the fp32-input run (IEEE dots).
 MAX_REL_VS_FP32 = 1e-2
-
-
-def out_dir(parser: argparse.ArgumentParser, path: str | None) -> str | None:
-    """``--out`` made (parents too) before anything runs, or a usage error saying why it cannot be (a
-    file in its way, no permission), not a traceback after minutes of a GPU run."""
-    if path:
-        try:
-            os.makedirs(path, exist_ok=True)
-        except OSError as err:
-            parser.error(f"--out: {err}")
-    return path
 
 
 def make_case(seqlens: list[int], seed: int = 0) -> dict:

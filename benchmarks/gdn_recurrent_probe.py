@@ -31,6 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 import stampgen.kernels._validation as validation  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
 from stampgen.kernels.gdn import fused_recurrent  # noqa: E402
 
@@ -160,6 +161,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="write a JSON log here")
     args = parser.parse_args()
+    out_dir(parser, args.out)
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
     validation.CHECK_VALUES = False  # the kernels are called directly anyway; keep syncs out
@@ -176,7 +178,6 @@ def main() -> None:
     rows.append(f"copy bandwidth measured again at the end: {again / 1e12:.3f} TB/s")
     log["copy_bw_again_TBps"] = again / 1e12
     if args.out:
-        args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "gdn_recurrent_probe.json").write_text(json.dumps(log, indent=2))
     print("\n".join(rows))
 

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 import stampgen.kernels._validation as validation  # noqa: E402
 from benchmarks import gdn_bench  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.chunked import recurrent  # noqa: E402
 
 
@@ -32,6 +33,7 @@ def main() -> None:
     parser.add_argument("--tiles", default="auto,4,8,16,32")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     args = parser.parse_args()
+    out_dir(parser, args.out)
     bad = [t for t in args.tiles.split(",") if t != "auto" and not (t.isdigit() and int(t) > 0)]
     if bad:
         parser.error(f"--tiles: {', '.join(bad)} is not auto or a positive tile width")
@@ -40,7 +42,6 @@ def main() -> None:
     gdn_bench.configure(args.op)
     validation.CHECK_VALUES = False
     auto = recurrent.recurrent_tile
-    args.out.mkdir(parents=True, exist_ok=True)
     records = []
     with tempfile.TemporaryDirectory() as tmp, open(args.out / f"{args.op}_tile_probe.jsonl", "w") as out:
         R = gdn_bench.Recorder(Path(tmp), budget_s=1e9, name="probe")

@@ -15,6 +15,9 @@ KERNEL_TIMES = str(ROOT / "benchmarks" / "gdn_kernel_times.py")
 TIMELINE = str(ROOT / "benchmarks" / "gdn_windows_timeline.py")
 PREFILL = str(ROOT / "benchmarks" / "gdn_prefill_probe.py")
 PROFILE = str(ROOT / "benchmarks" / "gdn_prefill_profile.py")
+BENCH = str(ROOT / "benchmarks" / "gdn_bench.py")
+PRECISION = str(ROOT / "benchmarks" / "gdn_precision.py")
+RECURRENT = str(ROOT / "benchmarks" / "gdn_recurrent_probe.py")
 FUSED_COPY = "kernels/gdn/chunk_gluon_fused.py"  # the tree's own module serves as a copy of itself
 
 
@@ -124,16 +127,25 @@ def test_every_configuration_of_the_prefill_probes_sweep_is_one_it_accepts():
 
 
 @pytest.mark.parametrize(
-    "tool,args",
+    "tool,args,option",
     [
-        (PREFILL, ["--cases", "16x2048"]),
-        (INTRA, ["--variants", f"a={FUSED_COPY}"]),
-        (KERNEL_TIMES, []),
-        (TIMELINE, []),
+        (PREFILL, ["--cases", "16x2048"], "--out"),
+        (INTRA, ["--variants", f"a={FUSED_COPY}"], "--out"),
+        (KERNEL_TIMES, [], "--out"),
+        (TIMELINE, [], "--out"),
+        (CHUNKED, ["--op", "kda"], "--out"),
+        (TILES, ["--op", "kda"], "--out"),
+        (BENCH, ["--only", "prefill"], "--out"),
+        (PRECISION, [], "--out"),
+        (RECURRENT, [], "--out"),
     ],
-    ids=["prefill-probe", "intra-probe", "kernel-times", "windows-timeline"],
-)
-def test_an_out_folder_that_cannot_be_made_is_a_usage_error_before_any_gpu_work(tmp_path, tool, args):
+    ids=[
+        "prefill-probe", "intra-probe", "kernel-times", "windows-timeline", "chunked-probe", "tile-probe",
+        "bench", "precision", "recurrent-probe",
+    ],
+)  # fmt: skip
+def test_an_out_folder_that_cannot_be_made_is_a_usage_error_before_any_gpu_work(tmp_path, tool, args, option):
+    # (the resources tool's --sass and --listing: test_kernel_resources_tool.py)
     blocker = tmp_path / "a-file"
     blocker.write_text("in the way")
-    _assert_usage_error(_run(tool, *args, "--out", str(blocker / "out")), ["--out"])
+    _assert_usage_error(_run(tool, *args, option, str(blocker / "out")), [option])
