@@ -123,8 +123,10 @@ def test_the_fused_state_pass_compiles_with_its_worker_warpgroup_and_fits_an_sm(
         # threads, 168 registers a thread at entry)
         assert int(warps) == 8 and int(regs) == 65536 // 384 // 8 * 8, done.stdout
         assert int(fit) == 1 and float(smem) <= 227, done.stdout
-        # none where the worker copies Tβ in; a few at most where it makes Tβ (at 120 registers a thread)
-        assert int(spills) < 256 if variant in made else int(spills) == 0, done.stdout
+        # none where the worker copies Tβ in; where it makes Tβ (at 120 registers a thread), persistent,
+        # a register or two (16 B on 12-06: one in the worker's loop, 2 local accesses a chunk); more is a
+        # regression on the pass's pace, which is the worker's chain
+        assert int(spills) <= 32 if variant in made else int(spills) == 0, done.stdout
     # one item a program, the worker making Tβ spills nothing (the persistent form's one spilled register
     # is why batches of few items an SM keep that form: chunk_gluon_fused.PERSISTENT_ITEMS)
     assert int(rows["default"][2]) == 0, done.stdout
