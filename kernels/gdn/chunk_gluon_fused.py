@@ -33,17 +33,18 @@ v_new; nothing they touch reaches the state or a stored output row, and the chun
 masked stores.
 
 Items — (V tile, value head, segment) — run one a program, or (``PERSISTENT``, where there are more than
-``PERSISTENT_ITEMS`` an SM) on one program an SM that runs item after item: its first its program's own,
-each next the first not yet taken, claimed by the state warpgroups with one atomic add
-(``LaunchConfig.gluon_fused_programs``: fewer programs, for tests) ``STAGES + 1`` steps before the
-item's end — as the hardware hands an emptied SM the next program, so that items of unequal lengths
-still spread — and published to the worker in shared memory. The item's last ``STAGES − 1`` steps copy
-the next item's first tiles in, so the worker goes on to it while the state warpgroups store the last
-rows and load the next initial state, where a program an item leaves the SM to empty and refill. An
-H100 (12-06, ``benchmarks/gdn_intra_probe.py`` against the one-item form in one process): 16×2048
-0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591 against 0.621–0.626, 16k + 15×1k level (claimed
-statically, item p + k·P, it was 1.11 against 0.93: the long sequence's segments held their programs'
-later items); at two items an SM or fewer the one-item form (8×4096 persistent: −1 to +3%).
+``PERSISTENT_ITEMS`` an SM) on one program an SM that runs item after item. A program's first item is
+its own (item p); each next is the first not yet taken, claimed by the state warpgroups with one atomic
+add ``STAGES + 1`` steps before the item's end — as the hardware hands an emptied SM the next program,
+so that items of unequal lengths still spread — and published to the worker in shared memory. The
+item's last ``STAGES − 1`` steps copy the next item's first tiles in, so the worker goes on to it while
+the state warpgroups store the last rows and load the next initial state, where a program an item
+leaves the SM to empty and refill. (``LaunchConfig.gluon_fused_programs`` asks for it on fewer
+programs: for tests.) An H100 (12-06, ``benchmarks/gdn_intra_probe.py`` against the one-item form in
+one process): 16×2048 0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591 against 0.621–0.626,
+16k + 15×1k level (claimed statically, item p + k·P, it was 1.11 against 0.93: the programs that began
+on the long sequence's segments still ran their share of the short ones); at two items an SM or fewer
+the one-item form (8×4096 persistent: −1 to +3%).
 
 Segments, their schedule and their initial states are the Triton passes' (``chunk_state``), as for
 ``chunk_gluon_batch``; where the worker makes Tβ, the intra launch before this pass leaves out the
