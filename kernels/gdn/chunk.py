@@ -116,7 +116,7 @@ import torch
 
 from stampgen.kernels.gdn import chunk_common
 from stampgen.kernels.gdn.chunk_common import _INTERPRET, CHUNK
-from stampgen.kernels.gdn.chunk_config import LaunchConfig, launch_config, worker_makes_tbeta
+from stampgen.kernels.gdn.chunk_config import LaunchConfig, check_fused, launch_config, worker_makes_tbeta
 from stampgen.kernels.gdn.chunk_intra import _launch_intra, _p_of
 from stampgen.kernels.gdn.chunk_state import _launch_carry, _launch_segments, _launch_state
 from stampgen.kernels.gdn.chunk_tma import tma_addressable
@@ -266,7 +266,7 @@ def _fused_state(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, config: Laun
     """Whether this call's state pass is ``chunk_gluon_fused``'s (asked for with the batch pass and the
     Gluon intra launch, and it applies here)."""
     if config.gluon_fused:
-        worker_makes_tbeta(config)  # refuses a bad Tβ source before any launch
+        check_fused(config)  # refuses a bad Tβ source or program count before any launch
     if not (config.gluon_fused and config.gluon_batch and config.gluon_intra) or _INTERPRET:
         return False
     from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra_gluon

@@ -110,6 +110,16 @@ def worker_makes_tbeta(config: LaunchConfig) -> bool:
     return config.gluon_fused_tbeta == "worker"
 
 
+def check_fused(config: LaunchConfig) -> None:
+    """Refuse a ``gluon_fused`` configuration the fused pass cannot launch — a bad Tβ source
+    (``worker_makes_tbeta``) or a program count that is not a whole number ≥ 0 (a negative one would
+    reach the launch as a negative grid) — where the prefill reads it, before any launch."""
+    worker_makes_tbeta(config)
+    programs = config.gluon_fused_programs
+    if isinstance(programs, bool) or not isinstance(programs, int) or programs < 0:
+        raise ValueError(f"gluon_fused_programs must be an int of at least 0, not {programs!r}")
+
+
 # A call this long (tokens) on the Gluon state pass has the intra launch's programs in (chunk, value head)
 # order (``gluon_intra_heads_inner``): the shortest measured to gain was 64k, 16k was level.
 HEADS_INNER_TOKENS = 32768

@@ -330,6 +330,11 @@ def test_the_fused_state_pass_runs_only_where_asked_and_applicable(monkeypatch):
     assert not chunk._fused_state(x, x, x, on)  # not on a CUDA GPU
     with pytest.raises(ValueError, match="gluon_fused_tbeta must be 'intra' or 'worker', not 'intr'"):
         chunk._fused_state(x, x, x, on._replace(gluon_fused_tbeta="intr"))
+    for bad in (-1, 1.5, True, "2"):
+        with pytest.raises(
+            ValueError, match=f"gluon_fused_programs must be an int of at least 0, not {bad!r}"
+        ):
+            chunk._fused_state(x, x, x, on._replace(gluon_fused_programs=bad))
     monkeypatch.setattr(chunk_gluon_fused, "supported", lambda q, k, v: True)
     monkeypatch.setattr(chunk_intra_gluon, "supported", lambda k: True)
     assert chunk._fused_state(x, x, x, on)
