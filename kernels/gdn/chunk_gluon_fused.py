@@ -87,6 +87,7 @@ from stampgen.kernels.gdn.chunk_gluon_batch import (
     _initial_state,
     _output_tile,
     _state_ptrs,
+    _store_last_and_refill,
     _zero_rows,
 )
 from stampgen.kernels.gdn.chunk_intra_gluon import (
@@ -249,6 +250,12 @@ def _item(schedule, state_indices, it, n_items, seg_chunks, N, HV: gl.constexpr,
 
 
 @gluon.jit
+def _columns(hv, i_v, H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr):
+    """An item's columns: of its key head's q / k tiles, and of its value head's V tile."""
+    return (hv // (HV // H)) * K, hv * V + i_v * BV
+
+
+@gluon.jit
 def _claim(counter, G, W: gl.constexpr):
     """The next item for this program: the first not yet taken past the ``G`` programs' first ones (one
     atomic add; element 0 of the returned [32 W] vector, a thread an element in a partition of ``W``
@@ -302,7 +309,8 @@ def _next_item(
     copies of its first tiles need: its index, first token, q / k and v columns, and chunks."""
     it = _publish(items, item_bars, item_free, m, claimed, W)
     _, _, _, hv, i_v, base, _, n_chunks = _item(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
-    return it, base, (hv // (HV // H)) * K, hv * V + i_v * BV, n_chunks
+    col_qk, col_v = _columns(hv, i_v, H, HV, K, V, BV)
+    return it, base, col_qk, col_v, n_chunks
 
 
 @gluon.jit
@@ -482,8 +490,7 @@ def _state_item(
             items, item_bars, item_free, m + 1, _claim(counter, G, W), schedule, state_indices, n_items,
             seg_chunks, N, H, HV, K, V, BV, TV, W,
         )  # fmt: skip
-    col_qk = (hv // (HV // H)) * K
-    col_v = hv * V + i_v * BV
+    col_qk, col_v = _columns(hv, i_v, H, HV, K, V, BV)
     o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
 
     if slot < 0:  # padding: zero output rows, nothing read or written else
@@ -536,21 +543,23 @@ def _state_item(
         # The step's one barrier: the output rows written; every thread past its waits for the
         # products of the step before, the last readers of the buffers written next
         gl.thread_barrier()
-        if c > 0:  # the chunk before's output rows, written into their buffer before the barrier
-            tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((at - 1) % 2))
-        # the tiles of the chunk STAGES − 1 ahead, this item's or (its last steps) the next's, into
-        # the buffer the step before read
-        ahead = c + STAGES - 1
-        here = ahead < n_chunks
         if PERSISTENT:
+            if c > 0:  # the chunk before's output rows, written into their buffer before the barrier
+                tma.async_copy_shared_to_global(o_desc, [tok0 - 64, col_v], o_s.index((at - 1) % 2))
+            # the tiles of the chunk STAGES − 1 ahead, this item's or (its last steps) the next's, into
+            # the buffer the step before read
+            ahead = c + STAGES - 1
+            here = ahead < n_chunks
             _copy_tiles(
                 descs, bufs, bars, (at + STAGES - 1) % STAGES,
                 gl.where(here, base + ahead * 64, base_x + (ahead - n_chunks) * 64),
                 (gl.where(here, col_qk, col_qk_x), gl.where(here, col_qk, col_qk_x), gl.where(here, col_v, col_v_x)),
                 nbytes, here | ((n_chunks >= STAGES - 1) & (n_x >= STAGES - 1)),
             )  # fmt: skip
-        else:
-            _copy_tiles(descs, bufs, bars, ahead % STAGES, base + ahead * 64, cols, nbytes, here)
+        else:  # (one item: its chunks counted from 0, as the batch pass counts them)
+            _store_last_and_refill(
+                o_desc, o_s, descs, bufs, bars, c, tok0, col_v, base, cols, nbytes, n_chunks, STAGES
+            )
 
         v_new, u_op = warpgroup_mma_wait(num_outstanding=0, deps=(v_new, u_op))
         d_op = gl.convert_layout((v_new * g_s.index(3 * buf + 1).load(tok_c)[None, :]).to(dt), a_s)
