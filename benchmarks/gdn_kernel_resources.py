@@ -248,6 +248,13 @@ _lightning = lightning_chunk.launch_config(4096, 64, 128, 128, interpret=False)
 _kda = kda_chunk.LaunchConfig()
 # (kernel, label, meta-parameters, num_warps, num_stages[, compile options]); the first row of each
 # kernel is its default.
+# The fused pass's default constants; its rows vary the form (one item a program or persistent), K and
+# the source of Tβ
+_FUSED = dict(
+    STAGES=_batch.gluon_batch_stages,
+    WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
+    MAKE_TBETA=chunk_config.worker_makes_tbeta(_batch),
+)
 VARIANTS = [
     ("decode", "default", dict(BV=8), 1, 3),
     ("verify", "default", dict(BV=4), 1, 3),
@@ -322,52 +329,13 @@ VARIANTS = [
         4,
         1,
     ),
+    ("gluon_fused", "default", dict(_FUSED, PERSISTENT=False), 8, 1),
+    ("gluon_fused", "persistent", dict(_FUSED, PERSISTENT=True), 8, 1),
+    ("gluon_fused", "K=64", dict(_FUSED, K=64, PERSISTENT=True), 8, 1),
     (
         "gluon_fused",
-        "default",
-        dict(
-            STAGES=_batch.gluon_batch_stages,
-            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            MAKE_TBETA=chunk_config.worker_makes_tbeta(_batch),
-            PERSISTENT=False,
-        ),
-        8,
-        1,
-    ),
-    (
-        "gluon_fused",
-        "persistent",
-        dict(
-            STAGES=_batch.gluon_batch_stages,
-            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            MAKE_TBETA=chunk_config.worker_makes_tbeta(_batch),
-            PERSISTENT=True,
-        ),
-        8,
-        1,
-    ),
-    (
-        "gluon_fused",
-        "K=64",
-        dict(
-            K=64,
-            STAGES=_batch.gluon_batch_stages,
-            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            MAKE_TBETA=chunk_config.worker_makes_tbeta(_batch),
-            PERSISTENT=True,
-        ),
-        8,
-        1,
-    ),
-    (
-        "gluon_fused",
-        "Tβ loaded" if chunk_config.worker_makes_tbeta(_batch) else "Tβ by the worker",
-        dict(
-            STAGES=_batch.gluon_batch_stages,
-            WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
-            MAKE_TBETA=not chunk_config.worker_makes_tbeta(_batch),
-            PERSISTENT=True,
-        ),
+        "Tβ loaded" if _FUSED["MAKE_TBETA"] else "Tβ by the worker",
+        dict(_FUSED, MAKE_TBETA=not _FUSED["MAKE_TBETA"], PERSISTENT=True),
         8,
         1,
     ),
