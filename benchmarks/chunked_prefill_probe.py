@@ -94,7 +94,6 @@ def main() -> None:
     parser.add_argument("--out", help="folder for <op>_probe.jsonl")
     parser.add_argument("--per-kernel", action="store_true", help="add CUDA time per kernel to each record")
     args = parser.parse_args()
-    out_dir(parser, args.out)
     chunk = importlib.import_module(f"stampgen.kernels.{args.op}.chunk")
     try:
         variations = [{}] + list(json.loads(args.variations))
@@ -113,6 +112,7 @@ def main() -> None:
     unknown_cases = sorted(set(args.cases.split(",")) - set(CASES))
     if unknown_cases:
         parser.error(f"--cases: unknown {', '.join(unknown_cases)}; choose from {', '.join(CASES)}")
+    out_dir(parser, args.out)  # (once every other argument holds: no folder for a refused run)
     if not torch.cuda.is_available():
         sys.exit("chunked_prefill_probe.py needs a CUDA GPU")
     gdn_bench.configure(args.op)

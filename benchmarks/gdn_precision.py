@@ -328,15 +328,15 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=1e9, help="seconds after which no pair starts")
     parser.add_argument("--worker", help=argparse.SUPPRESS)  # case:dtype pairs, rows to --out
     args = parser.parse_args()
-    out_dir(parser, args.out)
     cases = DRY_CASES if args.dry_run else CASES
     device = "cpu" if args.dry_run else "cuda"
-    if not args.dry_run and not torch.cuda.is_available():
-        parser.error("needs a CUDA GPU (or --dry-run)")
     names = list(cases) if args.dry_run else args.cases.split(",")
     unknown = sorted(set(names) - set(cases))
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(cases)}")
+    out_dir(parser, args.out)  # (once the cases hold: no folder for a refused run)
+    if not args.dry_run and not torch.cuda.is_available():
+        parser.error("needs a CUDA GPU (or --dry-run)")
     others = {}
     for item in filter(None, args.against.split(",")):
         name, path = item.split("=", 1)

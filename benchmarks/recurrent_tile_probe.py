@@ -33,10 +33,10 @@ def main() -> None:
     parser.add_argument("--tiles", default="auto,4,8,16,32")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "out")))
     args = parser.parse_args()
-    out_dir(parser, args.out)
     bad = [t for t in args.tiles.split(",") if t != "auto" and not (t.isdigit() and int(t) > 0)]
     if bad:
         parser.error(f"--tiles: {', '.join(bad)} is not auto or a positive tile width")
+    out_dir(parser, args.out)  # (once every other argument holds: no folder for a refused run)
     if not torch.cuda.is_available():
         sys.exit("recurrent_tile_probe.py needs a CUDA GPU")
     gdn_bench.configure(args.op)

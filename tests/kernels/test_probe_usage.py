@@ -149,3 +149,22 @@ def test_an_out_folder_that_cannot_be_made_is_a_usage_error_before_any_gpu_work(
     blocker = tmp_path / "a-file"
     blocker.write_text("in the way")
     _assert_usage_error(_run(tool, *args, option, str(blocker / "out")), [option])
+
+
+@pytest.mark.parametrize(
+    "tool,args",
+    [
+        (TILES, ["--op", "kda", "--tiles", "x"]),
+        (CHUNKED, ["--op", "kda", "--cases", "T=5"]),
+        (PRECISION, ["--cases", "nope"]),
+        (KERNEL_TIMES, ["--cases", "4by2048"]),
+        (PREFILL, ["--variations", '[{"segments": 0}]']),
+    ],
+    ids=["tile-probe", "chunked-probe", "precision", "kernel-times", "prefill-probe"],
+)
+def test_a_refused_run_makes_no_out_folder(tmp_path, tool, args):
+    # the folder is made once every other argument holds: a usage error leaves nothing behind
+    out = tmp_path / "out"
+    done = _run(tool, *args, "--out", str(out))
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert not out.exists()
