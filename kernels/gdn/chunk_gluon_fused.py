@@ -696,19 +696,24 @@ def launch_state(
             num_warps=4,
         )
     n_items = triton.cdiv(V, BLOCK_V) * HV * schedule.shape[1]
-    programs = config.gluon_fused_programs
-    persistent = programs > 0 or n_items > PERSISTENT_ITEMS * _sm_count(q.device)
-    if persistent:
-        programs = min(n_items, programs or _sm_count(q.device))
-        counter = torch.zeros(1, dtype=torch.int32, device=q.device)  # items claimed past the first ones
-    else:
-        programs, counter = n_items, schedule  # (never read)
+    programs, persistent = _grid(n_items, config.gluon_fused_programs, _sm_count(q.device))
+    # items claimed past the programs' first ones (persistent; else never read)
+    counter = torch.zeros(1, dtype=torch.int32, device=q.device) if persistent else schedule
     _gdn_gluon_fused_state_kernel[(programs,)](
         *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
         state_pool.stride(0), float(scale), config.seg_chunks, N, T, counter, n_items,
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
         MAKE_TBETA=make, PERSISTENT=persistent, num_warps=BLOCK_V // 16,
     )  # fmt: skip
+
+
+def _grid(n_items: int, asked: int, sms: int) -> tuple[int, bool]:
+    """The pass's programs for ``n_items`` items on ``sms`` SMs, and whether they are persistent: one an
+    item, or one an SM (``asked`` of them, if given: ``LaunchConfig.gluon_fused_programs``) where there
+    are more than ``PERSISTENT_ITEMS`` items an SM."""
+    if asked > 0 or n_items > PERSISTENT_ITEMS * sms:
+        return min(n_items, asked or sms), True
+    return n_items, False
 
 
 @functools.cache

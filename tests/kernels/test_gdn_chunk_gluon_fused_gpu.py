@@ -96,9 +96,17 @@ CASES = {
 }
 
 
+PERSISTENT_CASES = {"16x512"}
+
+
 @pytest.mark.parametrize("case", CASES)
-def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case, source):
+def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case, source, monkeypatch):
     seqlens, pad, dims = CASES[case]
+    from stampgen.kernels.gdn import chunk_gluon_fused
+
+    forms = []  # whether each fused launch ran persistent (``chunk_gluon_fused._grid``)
+    grid = chunk_gluon_fused._grid
+    monkeypatch.setattr(chunk_gluon_fused, "_grid", lambda *a: forms.append(grid(*a)[1]) or grid(*a))
     # weak decay (normalizer 20): a chunk's early rows still matter at its end, as they do in Tβ
     low, upcast = _inputs(seqlens, seed=len(seqlens) + pad, pad=pad, normalizer=20, **dims)
     before = clone_inputs(low)
@@ -108,6 +116,9 @@ def test_fused_pass_matches_the_batch_pass_and_the_reference(gluon, case, source
     # for the batch pass
     assert gluon.intra_fused_makes_last == [False, source[1]]
     assert_padding_left_alone(before, low["state_pool"], o)
+    # 16×512 at Qwen3-Next's heads has more than two items an SM: the persistent form, checked here
+    # against the batch pass and the reference; the few-head cases the one-item form
+    assert forms == [case in PERSISTENT_CASES]
 
 
 def test_fused_pass_takes_split_sequences_and_their_tbeta_from_the_intra_launch(gluon, source):
