@@ -26,8 +26,9 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.code_copies import load_copy, named_copies  # noqa: E402
 from benchmarks.gdn_bench import rel  # noqa: E402
-from benchmarks.gdn_prefill_probe import CASES, _load_module, calls_ms, make_case, with_config  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, calls_ms, make_case, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_config  # noqa: E402
 from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused, chunk_intra, chunk_intra_gluon  # noqa: E402
@@ -89,17 +90,11 @@ def main() -> None:
     except ValueError as err:
         parser.error(f"--config: {err}")
     variants = {}
-    for item in args.variants.split(","):
-        name, _, path = item.partition("=")
-        if not name or not os.path.isfile(path):
-            parser.error(f"--variants: expected NAME=FILE with an existing FILE, got {item!r}")
-        try:
-            variants[name] = _swap(_load_module(path))
-        except Exception as err:  # a copy that does not import: say which, without a traceback
-            parser.error(f"--variants {item}: {type(err).__name__}: {err}")
+    for name, path in named_copies(parser, "--variants", args.variants).items():
+        variants[name] = _swap(load_copy(parser, "--variants", path))
         if variants[name] is None:
             parser.error(
-                f"--variants {item}: neither a copy of chunk_intra_gluon.py (launch) nor of chunk_gluon_fused.py"
+                f"--variants {name}={path}: neither a copy of chunk_intra_gluon.py (launch) nor of chunk_gluon_fused.py"
                 " (launch_state)"
             )
     out_dir(parser, args.out)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import importlib.util
 import json
 import os
 import subprocess
@@ -55,6 +54,7 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.code_copies import load_copy, named_copies  # noqa: E402
 from benchmarks.out_folder import out_dir  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "kernels"))
@@ -90,14 +90,6 @@ PATHS = {
     "gluon-both": dict(gluon_state=True, gluon_pdl=True, gluon_intra=True),
 }
 DRY_CASES = {"dry-corr-g0": (dict(keys="correlated", gate="none", L=128, N=2, H=1, HV=2, K=16, V=16), 0.5)}
-
-
-def _load_module(path: str, name: str):
-    """Another copy of ``kernels/gdn/chunk.py`` as a module of its own."""
-    spec = importlib.util.spec_from_file_location(f"chunk_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @contextlib.contextmanager
@@ -334,13 +326,13 @@ def main() -> None:
     unknown = sorted(set(names) - set(cases))
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(cases)}")
-    out_dir(parser, args.out)  # (once the cases hold: no folder for a refused run)
+    others = {
+        name: load_copy(parser, "--against", path, f"chunk_{name}")
+        for name, path in named_copies(parser, "--against", args.against).items()
+    }
+    out_dir(parser, args.out)  # (once the cases and copies hold: no folder for a refused run)
     if not args.dry_run and not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (or --dry-run)")
-    others = {}
-    for item in filter(None, args.against.split(",")):
-        name, path = item.split("=", 1)
-        others[name] = _load_module(path, name)
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp64 reference and emulation on the GPU
 
     if args.worker:  # rows appended to DIR's precision.jsonl.part as measured (one write a row)

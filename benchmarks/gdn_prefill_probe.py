@@ -25,7 +25,6 @@ configuration's output is within ~3.7e-3 rel RMSE of the fp32-input run; BV=32 a
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import inspect
 import json
 import math
@@ -36,6 +35,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.code_copies import load_copy  # noqa: E402
 from benchmarks.gdn_bench import HV, SCALE, V, make_set  # noqa: E402
 from benchmarks.gdn_bench import rel as rel_rmse  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
@@ -188,14 +188,6 @@ def time_config(inputs: dict, variation: dict | None) -> dict:
     return with_config(variation, timed)
 
 
-def _load_module(path: str):
-    """Another copy of ``kernels/gdn/chunk.py`` as a module of its own."""
-    spec = importlib.util.spec_from_file_location(f"chunk_{abs(hash(path))}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def time_other(module, inputs: dict, pool0: torch.Tensor, o_ref: torch.Tensor, rel_key: str) -> dict:
     """Another copy's whole prefill at its own launch configuration (its launches may differ from ours,
     so only the total is timed), checked against the same run as ours (``rel_key`` names it)."""
@@ -255,19 +247,10 @@ def main() -> None:
             args.variations = parse_variations(args.variations, extra=PINNED_EXTRA)
         except ValueError as err:
             parser.error(f"--variations: {err}")
+    others = {path: load_copy(parser, "--against", path) for path in args.against.split(",") if path}
     out_dir(parser, args.out)
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU (CUDA-graph timing)")
-    against = [path for path in args.against.split(",") if path]
-    missing = [path for path in against if not os.path.isfile(path)]
-    if missing:
-        parser.error(f"--against: no such file(s) {', '.join(missing)}")
-    others = {}
-    for path in against:
-        try:
-            others[path] = _load_module(path)
-        except Exception as err:  # a copy that does not import: say which, without a traceback
-            parser.error(f"--against {path}: {type(err).__name__}: {err}")
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     records = []
     # Emptied here; each row is appended and flushed as soon as it is measured.

@@ -20,7 +20,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
-from benchmarks.gdn_prefill_probe import CASES, HV, V, _load_module, make_case, with_config  # noqa: E402
+from benchmarks.code_copies import load_copy  # noqa: E402
+from benchmarks.gdn_prefill_probe import CASES, HV, V, make_case, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_config  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
@@ -37,11 +38,9 @@ def main() -> None:
         parser.error(f"--config: {err}")
     if config and args.against:
         parser.error("--config pins this tree's launch_config; a copy given by --against takes its own")
+    module = load_copy(parser, "--against", args.against) if args.against else chunk
     if not torch.cuda.is_available():
         parser.error("needs a CUDA GPU")
-    if args.against and not os.path.isfile(args.against):
-        parser.error(f"--against: no such file {args.against}")
-    module = _load_module(args.against) if args.against else chunk
     inputs = make_case(CASES[args.case])
     for _ in range(2):  # warm-up (compiles), then the call the profiler is told to keep
         with_config(config, lambda: module.prefill(**inputs))

@@ -19,6 +19,7 @@ BENCH = str(ROOT / "benchmarks" / "gdn_bench.py")
 PRECISION = str(ROOT / "benchmarks" / "gdn_precision.py")
 RECURRENT = str(ROOT / "benchmarks" / "gdn_recurrent_probe.py")
 FUSED_COPY = "kernels/gdn/chunk_gluon_fused.py"  # the tree's own module serves as a copy of itself
+BROKEN_COPY = "{tmp}/broken_copy.py"  # written by the test: a copy that does not import (a syntax error)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -67,6 +68,9 @@ USAGE_ERRORS = [
     *_usage("intra", INTRA, {
         "copy-of-neither": (["--variants", "a=kernels/gdn/chunk_config.py"], ["chunk_config.py", "launch_state"]),
         "missing-copy": (["--variants", "a=no_such_copy.py"], ["no_such_copy.py"]),
+        "copy-without-a-name": (["--variants", FUSED_COPY], ["--variants", "NAME=FILE", "chunk_gluon_fused.py"]),
+        "a-name-twice": (["--variants", f"a={FUSED_COPY},a={FUSED_COPY}"], ["--variants", "'a'", "twice"]),
+        "copy-that-does-not-import": (["--variants", f"a={BROKEN_COPY}"], ["--variants", "broken_copy.py", "SyntaxError"]),
     }),
     *_usage("kernel-times", KERNEL_TIMES, {
         "bad-case": (["--cases", "4x2048,4by2048"], ["--cases", "4by2048", "NxL"]),
@@ -99,13 +103,26 @@ USAGE_ERRORS = [
         "value-not-allowed": (["--config", '{"gluon_fused_tbeta": "wroker"}'], ["gluon_fused_tbeta", "'wroker'"]),
         "not-an-object": (["--config", "[]"], ["--config", "not a JSON object"]),
         "config-with-a-copy": (["--config", '{"gluon_fused": true}', "--against", "kernels/gdn/chunk.py"], ["--config", "--against"]),
+        "missing-copy": (["--against", "no_such_copy.py"], ["--against", "no_such_copy.py"]),
+        "copy-that-does-not-import": (["--against", BROKEN_COPY], ["--against", "broken_copy.py", "SyntaxError"]),
+    }),
+    *_usage("prefill", PREFILL, {
+        "missing-copy": (["--against", "kernels/gdn/chunk.py,no_such_copy.py"], ["--against", "no_such_copy.py"]),
+        "copy-that-does-not-import": (["--against", BROKEN_COPY], ["--against", "broken_copy.py", "SyntaxError"]),
+    }),
+    *_usage("precision", PRECISION, {
+        "copy-without-a-name": (["--against", "kernels/gdn/chunk.py"], ["--against", "NAME=FILE", "chunk.py"]),
+        "copy-without-a-file": (["--against", "before="], ["--against", "NAME=FILE", "before="]),
+        "missing-copy": (["--against", "before=no_such_copy.py"], ["--against", "no_such_copy.py"]),
+        "copy-that-does-not-import": (["--against", f"before={BROKEN_COPY}"], ["--against", "broken_copy.py", "SyntaxError"]),
     }),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize("tool,args,names", USAGE_ERRORS)
-def test_a_probe_names_what_is_wrong(tool, args, names):
-    _assert_usage_error(_run(tool, *args), names)
+def test_a_probe_names_what_is_wrong(tmp_path, tool, args, names):
+    (tmp_path / "broken_copy.py").write_text("def launch(:\n")
+    _assert_usage_error(_run(tool, *[arg.replace("{tmp}", str(tmp_path)) for arg in args]), names)
 
 
 def test_the_recurrent_tile_probe_names_a_bad_tile():
@@ -159,8 +176,18 @@ def test_an_out_folder_that_cannot_be_made_is_a_usage_error_before_any_gpu_work(
         (PRECISION, ["--cases", "nope"]),
         (KERNEL_TIMES, ["--cases", "4by2048"]),
         (PREFILL, ["--variations", '[{"segments": 0}]']),
+        (PRECISION, ["--against", "before=no_such_copy.py"]),
+        (PREFILL, ["--against", "no_such_copy.py"]),
     ],
-    ids=["tile-probe", "chunked-probe", "precision", "kernel-times", "prefill-probe"],
+    ids=[
+        "tile-probe",
+        "chunked-probe",
+        "precision",
+        "kernel-times",
+        "prefill-probe",
+        "precision-copy",
+        "prefill-copy",
+    ],
 )
 def test_a_refused_run_makes_no_out_folder(tmp_path, tool, args):
     # the folder is made once every other argument holds: a usage error leaves nothing behind
