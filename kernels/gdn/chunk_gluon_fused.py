@@ -51,7 +51,7 @@ Segments, their schedule and their initial states are the Triton passes' (``chun
 chunks it makes (``chunk_intra_gluon.launch(..., seg_chunks=..., fused_makes_last=True)``: every chunk
 of a sequence's last segment).
 
-Measured (benchmarks/RESULTS.md, the prefill's "Now" and "Since the 12-04 19:04 run"): with Tβ copied
+Measured (benchmarks/RESULTS.md, the prefill's "Now" and History's "GDN prefill on 12-06"): with Tβ copied
 in, 16×2048 0.556 ms on the H200 (4×8192 0.529), the batch pass's output bit for bit, and ahead of the
 batch pass on 2×4096, 8×4096, 64×512 and 16k + 15×1k as well. With Tβ made by the worker, as above: on
 an H100 16×2048 0.513 against 0.565–0.572 ms copied in, 4×8192 0.479–0.481 against 0.534 (before
