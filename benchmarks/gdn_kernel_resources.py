@@ -447,15 +447,35 @@ def _listing_text(listing) -> str:
     return "".join(f"{a:#x}\t{op}\t{f'{w[0]}:{w[1]}' if w else '?'}\n" for a, op, w in listing)
 
 
-def _loops(listing) -> list[tuple[int, int]]:
-    """The loops' spans (a backward branch's target, the branch), outermost only, longest first. A span
-    with an ``EXIT`` in it is no loop: ptxas places the retry of a TMA barrier wait after the kernel's
-    end, and its branch back into the body would otherwise pass for the longest loop."""
+def _spans(listing) -> set[tuple[int, int]]:
+    """Every loop's span (a backward branch's target, the branch). A span with an ``EXIT`` in it is no
+    loop: ptxas places the retry of a TMA barrier wait after the kernel's end, and its branch back into
+    the body would otherwise pass for the longest loop."""
     exits = [a for a, op, _ in listing if op == "EXIT"]
     branches = [(int(op.split("@")[1]), a) for a, op, _ in listing if "@" in op]
-    spans = {(lo, hi) for lo, hi in branches if 0 <= lo < hi and not any(lo <= e <= hi for e in exits)}
-    outer = [s for s in spans if not any(o != s and o[0] <= s[0] and s[1] <= o[1] for o in spans)]
+    return {(lo, hi) for lo, hi in branches if 0 <= lo < hi and not any(lo <= e <= hi for e in exits)}
+
+
+def _inside(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
+    return inner != outer and outer[0] <= inner[0] and inner[1] <= outer[1]
+
+
+def _loops(listing) -> list[tuple[int, int]]:
+    """The loops' spans (``_spans``), outermost only, longest first."""
+    spans = _spans(listing)
+    outer = [s for s in spans if not any(_inside(s, o) for o in spans)]
     return sorted(outer, key=lambda span: span[0] - span[1])
+
+
+def _step_loops(listing, share: int = 20) -> list[tuple[int, int]]:
+    """The innermost loops of at least 1/``share`` of the kernel, in address order: a kernel's steps (a
+    warp-specialized kernel's partitions each have theirs; a persistent kernel's item loop holds them),
+    where the outermost loops (``_loops``) also count what runs once an item or a program, and the waits'
+    retry loops inside a step are too short to count."""
+    big = {
+        s for s in _spans(listing) if sum(s[0] <= a <= s[1] for a, _, _ in listing) * share >= len(listing)
+    }
+    return sorted(s for s in big if not any(_inside(o, s) for o in big))
 
 
 def _longest_loop(listing):
@@ -601,6 +621,12 @@ def main() -> None:
             if len(sizes) > 1:
                 print(
                     f"    loops of a tenth of the kernel or more (one a partition where warp-specialized): {sizes}"
+                )
+            steps = [[op for a, op, _ in listing if lo <= a <= hi] for lo, hi in _step_loops(listing)]
+            if steps and (len(steps) > 1 or len(steps[0]) != len(loop)):
+                print(
+                    "    innermost loops of a twentieth of the kernel or more (a step each; local accesses): "
+                    + ", ".join(f"{len(ops)} ({sum(op in ('LDL', 'STL') for op in ops)})" for ops in steps)
                 )
             if args.lines:
                 # a loop of a tenth of the kernel (a binary search before the work) says little

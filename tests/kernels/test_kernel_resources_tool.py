@@ -185,6 +185,26 @@ def test_the_longest_loop_is_a_real_loop_not_a_wait_retry_after_the_kernels_end(
     assert done.stdout.split("\n")[:2] == ["['0x10', '0x20', '0x30']", "True"]
 
 
+def test_the_step_loops_are_the_innermost_long_loops_inside_an_outer_one():
+    # A persistent kernel's item loop 0x0..0x100 holds two step loops, 0x10..0x30 and 0x40..0x90; the
+    # second holds a wait's retry loop 0x60..0x70, too short to count at a share of 8 (3 of 17 rows).
+    check = (
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
+        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        "ops = {0x30: 'BRA@16', 0x70: 'BRA@96', 0x90: 'BRA@64', 0x100: 'BRA@0'}\n"
+        "rows = [(a, ops.get(a, 'FFMA'), None) for a in range(0, 0x110, 0x10)]\n"
+        "print([(hex(lo), hex(hi)) for lo, hi in tool._step_loops(rows, share=8)])\n"
+        "print([(hex(lo), hex(hi)) for lo, hi in tool._loops(rows)])\n"
+    )
+    done = _run("-c", check)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == [
+        "[('0x10', '0x30'), ('0x40', '0x90')]",
+        "[('0x0', '0x100')]",
+    ]
+
+
 def test_no_kernel_at_its_default_configuration_has_its_wgmma_serialized():
     # ptxas serializes a kernel's wgmma (each k-step waited for before the next) on its own judgement,
     # e.g. where a product stays in flight across a loop's back edge: the chunked GDN batch pass ran so,
