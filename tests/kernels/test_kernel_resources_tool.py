@@ -187,7 +187,7 @@ def test_the_longest_loop_is_a_real_loop_not_a_wait_retry_after_the_kernels_end(
 
 def test_the_step_loops_are_the_innermost_long_loops_inside_an_outer_one():
     # A persistent kernel's item loop 0x0..0x100 holds two step loops, 0x10..0x30 and 0x40..0x90; the
-    # second holds a wait's retry loop 0x60..0x70, too short to count at a share of 8 (3 of 17 rows).
+    # second holds a wait's retry loop 0x60..0x70, too short to count at a share of 8 (2 of 17 rows; 3 count).
     check = (
         "import importlib.util\n"
         f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
