@@ -460,31 +460,21 @@ def _inside(inner: tuple[int, int], outer: tuple[int, int]) -> bool:
     return inner != outer and outer[0] <= inner[0] and inner[1] <= outer[1]
 
 
-def _loops(listing) -> list[tuple[int, int]]:
-    """The loops' spans (``_spans``), outermost only, longest first."""
-    spans = _spans(listing)
-    outer = [s for s in spans if not any(_inside(s, o) for o in spans)]
-    return sorted(outer, key=lambda span: span[0] - span[1])
-
-
 def _step_loops(listing, share: int = 20) -> list[tuple[int, int]]:
     """The innermost loops of at least 1/``share`` of the kernel, in address order: a kernel's steps (a
-    warp-specialized kernel's partitions each have theirs; a persistent kernel's item loop holds them),
-    where the outermost loops (``_loops``) also count what runs once an item or a program, and the waits'
-    retry loops inside a step are too short to count."""
+    warp-specialized kernel's partitions each have theirs; a persistent kernel's item loop holds them).
+    Not the outermost loops, which also count what runs once an item or a program, nor the waits' retry
+    loops inside a step, too short to count."""
     big = {
         s for s in _spans(listing) if sum(s[0] <= a <= s[1] for a, _, _ in listing) * share >= len(listing)
     }
     return sorted(s for s in big if not any(_inside(o, s) for o in big))
 
 
-def _longest_loop(listing):
-    """The instructions of the longest loop (``_loops``), or []."""
-    loops = _loops(listing)
-    if not loops:
-        return []
-    lo, hi = loops[0]
-    return [row for row in listing if lo <= row[0] <= hi]
+def _longest_loop(listing, share: int = 20):
+    """The instructions of the longest step loop (``_step_loops``), or []."""
+    loops = [[row for row in listing if lo <= row[0] <= hi] for lo, hi in _step_loops(listing, share)]
+    return max(loops, key=len, default=[])
 
 
 # The modules whose source lines ``--lines`` shows: where the kernels and their helpers are.
@@ -615,17 +605,11 @@ def main() -> None:
                 f"{fit:6d}  {limit:13s} {wgmma:6s} {mma:5d} {local:7d} {bars:4d} {len(loop) or '-':>5} {len(listing):5d}  {_sass_hash(sass)}",
                 flush=True,
             )
-            # A warp-specialized kernel (``gl.warp_specialize``) has a loop per partition: each one's step
-            sizes = [sum(lo <= a <= hi for a, _, _ in listing) for lo, hi in _loops(listing)]
-            sizes = [n for n in sizes if n * 10 >= len(listing)]
-            if len(sizes) > 1:
-                print(
-                    f"    loops of a tenth of the kernel or more (one a partition where warp-specialized): {sizes}"
-                )
+            # A warp-specialized kernel (``gl.warp_specialize``) has a step loop per partition
             steps = [[op for a, op, _ in listing if lo <= a <= hi] for lo, hi in _step_loops(listing)]
-            if steps and (len(steps) > 1 or len(steps[0]) != len(loop)):
+            if len(steps) > 1:
                 print(
-                    "    innermost loops of a twentieth of the kernel or more (a step each; local accesses): "
+                    "    step loops (innermost, a twentieth of the kernel or more; local accesses): "
                     + ", ".join(f"{len(ops)} ({sum(op in ('LDL', 'STL') for op in ops)})" for ops in steps)
                 )
             if args.lines:
