@@ -22,15 +22,13 @@ import json
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.code_copies import load_copy, named_copies  # noqa: E402
 from benchmarks.gdn_bench import rel  # noqa: E402
 from benchmarks.gdn_prefill_probe import CASES, calls_ms, make_case, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_config  # noqa: E402
-from benchmarks.out_folder import out_dir  # noqa: E402
+from benchmarks.out_folder import gpu_run_folder  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused, chunk_intra, chunk_intra_gluon  # noqa: E402
 
 # What a copy stands for, by the function it defines: (that function's name, this tree's module holding it)
@@ -97,9 +95,9 @@ def main() -> None:
                 f"--variants {name}={path}: neither a copy of chunk_intra_gluon.py (launch) nor of chunk_gluon_fused.py"
                 " (launch_state)"
             )
-    out_dir(parser, args.out)
-    if not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0):
-        parser.error("needs an sm_90 GPU (H100 / H200): the Gluon intra launch is written for it")
+    gpu_run_folder(
+        parser, args.out, "an sm_90 GPU (H100 / H200): the Gluon intra launch is written for it", sm90=True
+    )
     out = open(os.path.join(args.out, "intra_probe.jsonl"), "a") if args.out else None
     try:
         _run_cases(args.cases.split(","), variants, config, out)

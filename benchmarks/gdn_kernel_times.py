@@ -18,14 +18,12 @@ import json
 import os
 import sys
 
-import torch
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_prefill_probe import CASES, make_case, with_config  # noqa: E402
 from benchmarks.gdn_windows_timeline import kernels_of_one_call  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
-from benchmarks.out_folder import out_dir  # noqa: E402
+from benchmarks.out_folder import gpu_run_folder  # noqa: E402
 
 
 def seqlens_of(case: str) -> list[int]:
@@ -57,9 +55,7 @@ def main() -> None:
         variations = parse_variations(args.variations)
     except ValueError as err:
         parser.error(f"--variations: {err}")
-    out_dir(parser, args.out)
-    if not torch.cuda.is_available():
-        parser.error("needs a CUDA GPU (CUPTI kernel times)")
+    gpu_run_folder(parser, args.out, "a CUDA GPU (CUPTI kernel times)")
     for case in cases:
         inputs = make_case(lengths[case])
         for variation in [None, *variations]:

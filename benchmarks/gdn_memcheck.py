@@ -36,6 +36,7 @@ from test_kda_kernels import kda_inputs  # noqa: E402
 from test_lightning_kernels import lightning_inputs  # noqa: E402
 
 from benchmarks.gdn_prefill_probe import with_config  # noqa: E402
+from benchmarks.out_folder import require_gpu  # noqa: E402
 from stampgen.kernels import gdn, kda, lightning  # noqa: E402
 from stampgen.kernels._validation import KernelUnavailableError  # noqa: E402
 
@@ -191,9 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     if rows is not None and args.op != "gdn":
         parser.error("--rows applies to --op gdn")
-    if not torch.cuda.is_available():
-        print("gdn_memcheck.py needs a CUDA GPU", file=sys.stderr)
-        return 2
+    require_gpu(parser)
     ops = ["gdn", *GATED_OPS] if args.op == "all" else [args.op]
     failures = sum(run_gdn(rows) if op == "gdn" else run_gated(op) for op in ops)
     print("memcheck cases done", "with failures" if failures else "clean")

@@ -23,6 +23,7 @@ import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if 
 from benchmarks.code_copies import load_copy  # noqa: E402
 from benchmarks.gdn_prefill_probe import CASES, HV, V, make_case, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_config  # noqa: E402
+from benchmarks.out_folder import require_gpu  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
 
@@ -39,8 +40,7 @@ def main() -> None:
     if config and args.against:
         parser.error("--config pins this tree's launch_config; a copy given by --against takes its own")
     module = load_copy(parser, "--against", args.against) if args.against else chunk
-    if not torch.cuda.is_available():
-        parser.error("needs a CUDA GPU")
+    require_gpu(parser)
     inputs = make_case(CASES[args.case])
     for _ in range(2):  # warm-up (compiles), then the call the profiler is told to keep
         with_config(config, lambda: module.prefill(**inputs))

@@ -1,6 +1,7 @@
 """The GPU probes of ``benchmarks/`` refuse bad arguments with a usage error (exit 2, one line naming
 what is wrong and what is allowed), never a traceback, and say so before they need a GPU."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,12 +19,15 @@ PROFILE = str(ROOT / "benchmarks" / "gdn_prefill_profile.py")
 BENCH = str(ROOT / "benchmarks" / "gdn_bench.py")
 PRECISION = str(ROOT / "benchmarks" / "gdn_precision.py")
 RECURRENT = str(ROOT / "benchmarks" / "gdn_recurrent_probe.py")
+MEMCHECK = str(ROOT / "benchmarks" / "gdn_memcheck.py")
 FUSED_COPY = "kernels/gdn/chunk_gluon_fused.py"  # the tree's own module serves as a copy of itself
 BROKEN_COPY = "{tmp}/broken_copy.py"  # written by the test: a copy that does not import (a syntax error)
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
+def _run(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env
+    )
 
 
 def _assert_usage_error(done: subprocess.CompletedProcess, names: list[str]) -> None:
@@ -195,3 +199,35 @@ def test_a_refused_run_makes_no_out_folder(tmp_path, tool, args):
     done = _run(tool, *args, "--out", str(out))
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     assert not out.exists()
+
+
+NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU seen, on a GPU machine too
+
+
+@pytest.mark.parametrize(
+    "tool,args,out",
+    [
+        (PREFILL, ["--cases", "16x2048"], True),
+        (INTRA, ["--variants", f"a={FUSED_COPY}"], True),
+        (KERNEL_TIMES, [], True),
+        (TIMELINE, [], True),
+        (CHUNKED, ["--op", "kda"], True),
+        (TILES, ["--op", "kda"], True),
+        (BENCH, ["--only", "prefill"], True),
+        (PRECISION, [], True),
+        (RECURRENT, [], True),
+        (MEMCHECK, ["--rows", "gluon-windows"], False),
+        (PROFILE, [], False),
+    ],
+    ids=[
+        "prefill-probe", "intra-probe", "kernel-times", "windows-timeline", "chunked-probe", "tile-probe",
+        "bench", "precision", "recurrent-probe", "memcheck", "profile",
+    ],
+)  # fmt: skip
+def test_a_tool_without_its_gpu_says_so_as_a_usage_error_and_makes_no_out_folder(tmp_path, tool, args, out):
+    """Every GPU tool refuses a machine without one alike: exit 2, argparse's one line naming what it
+    needs, and (where it takes ``--out``) no folder left behind."""
+    folder = tmp_path / "out"
+    done = _run(tool, *args, *(["--out", str(folder)] if out else []), env=NO_GPU)
+    _assert_usage_error(done, ["needs", "GPU"])
+    assert not folder.exists()
