@@ -102,8 +102,8 @@ from stampgen.kernels.gdn.chunk_tma import descriptor, tiles_apply
 
 BLOCK_V = 128  # two state warpgroups of 64 rows of Sᵀ
 # Persistent programs (``PERSISTENT``) where each would run more than this many items on average: each
-# item after a program's first saves the SM's emptying and refilling, while the persistent form's
-# longer state step and the worker's one spilled register cost every chunk (benchmarks/RESULTS.md)
+# item after a program's first saves the SM's emptying and refilling, while the worker's one spilled
+# register costs every chunk (the persistent state step's longer loop measured nothing: RESULTS.md)
 PERSISTENT_ITEMS = 2
 # The worker warpgroup's registers a thread (``setmaxnreg``); the state warpgroups get what is left of
 # the SM's 64 K (Triton: 200 a thread beside 96–104, 192 beside 112–120).
