@@ -29,7 +29,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks import gdn_bench  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
 from stampgen.kernels.chunked.common import CHUNK_SIZE  # noqa: E402
 
@@ -112,7 +112,8 @@ def main() -> None:
     unknown_cases = sorted(set(args.cases.split(",")) - set(CASES))
     if unknown_cases:
         parser.error(f"--cases: unknown {', '.join(unknown_cases)}; choose from {', '.join(CASES)}")
-    gpu_run_folder(parser, args.out)  # (once every other argument holds: no folder for a refused run)
+    # (once every other argument holds: no folder for a refused run)
+    out_dir(parser, args.out, needs="a CUDA GPU")
     gdn_bench.configure(args.op)
     out = open(os.path.join(args.out, f"{args.op}_probe.jsonl"), "a") if args.out else None
     for name in args.cases.split(","):

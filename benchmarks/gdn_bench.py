@@ -77,7 +77,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 import stampgen.kernels._validation as validation  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder, out_dir  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
 from stampgen.kernels import gdn, kda, lightning  # noqa: E402
 from stampgen.kernels._validation import KernelUnavailableError  # noqa: E402
@@ -809,10 +809,7 @@ def main(argv=None) -> int:
     for i in impls:
         if i not in IMPLS:
             ap.error(f"--impl: unknown implementation {i!r} (choose from {IMPLS})")
-    if args.dry_run:
-        out_dir(ap, args.out)
-    else:
-        gpu_run_folder(ap, args.out, "a CUDA GPU (or --dry-run)")
+    out_dir(ap, args.out, needs=None if args.dry_run else "a CUDA GPU (or --dry-run)")
     if args.dry_run and os.environ.get("TRITON_INTERPRET") != "1" and argv is None:
         # Triton reads the switch when it starts: run again with it set (our Triton kernels on the CPU)
         os.environ["TRITON_INTERPRET"] = "1"

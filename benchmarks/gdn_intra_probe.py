@@ -28,7 +28,7 @@ from benchmarks.code_copies import load_copy, named_copies  # noqa: E402
 from benchmarks.gdn_bench import rel  # noqa: E402
 from benchmarks.gdn_prefill_probe import CASES, calls_ms, make_case, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_config  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused, chunk_intra, chunk_intra_gluon  # noqa: E402
 
 # What a copy stands for, by the function it defines: (that function's name, this tree's module holding it)
@@ -95,8 +95,11 @@ def main() -> None:
                 f"--variants {name}={path}: neither a copy of chunk_intra_gluon.py (launch) nor of chunk_gluon_fused.py"
                 " (launch_state)"
             )
-    gpu_run_folder(
-        parser, args.out, "an sm_90 GPU (H100 / H200): the Gluon intra launch is written for it", sm90=True
+    out_dir(
+        parser,
+        args.out,
+        needs="an sm_90 GPU (H100 / H200): the Gluon intra launch is written for it",
+        sm90=True,
     )
     out = open(os.path.join(args.out, "intra_probe.jsonl"), "a") if args.out else None
     try:

@@ -471,10 +471,14 @@ def _step_loops(listing, share: int = 20) -> list[tuple[int, int]]:
     return sorted(s for s in big if not any(_inside(o, s) for o in big))
 
 
+def _step_rows(listing, share: int = 20) -> list[list]:
+    """Each step loop's instructions (``_step_loops``), in address order."""
+    return [[row for row in listing if lo <= row[0] <= hi] for lo, hi in _step_loops(listing, share)]
+
+
 def _longest_loop(listing, share: int = 20):
     """The instructions of the longest step loop (``_step_loops``), or []."""
-    loops = [[row for row in listing if lo <= row[0] <= hi] for lo, hi in _step_loops(listing, share)]
-    return max(loops, key=len, default=[])
+    return max(_step_rows(listing, share), key=len, default=[])
 
 
 # The modules whose source lines ``--lines`` shows: where the kernels and their helpers are.
@@ -606,11 +610,13 @@ def main() -> None:
                 flush=True,
             )
             # A warp-specialized kernel (``gl.warp_specialize``) has a step loop per partition
-            steps = [[op for a, op, _ in listing if lo <= a <= hi] for lo, hi in _step_loops(listing)]
+            steps = _step_rows(listing)
             if len(steps) > 1:
                 print(
                     "    step loops (innermost, a twentieth of the kernel or more; local accesses): "
-                    + ", ".join(f"{len(ops)} ({sum(op in ('LDL', 'STL') for op in ops)})" for ops in steps)
+                    + ", ".join(
+                        f"{len(rows)} ({sum(op in ('LDL', 'STL') for _, op, _ in rows)})" for rows in steps
+                    )
                 )
             if args.lines:
                 # a loop of a tenth of the kernel (a binary search before the work) says little

@@ -23,7 +23,7 @@ import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if 
 from benchmarks.gdn_prefill_probe import CASES, make_case, with_config  # noqa: E402
 from benchmarks.gdn_windows_timeline import kernels_of_one_call  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 
 
 def seqlens_of(case: str) -> list[int]:
@@ -55,7 +55,7 @@ def main() -> None:
         variations = parse_variations(args.variations)
     except ValueError as err:
         parser.error(f"--variations: {err}")
-    gpu_run_folder(parser, args.out, "a CUDA GPU (CUPTI kernel times)")
+    out_dir(parser, args.out, needs="a CUDA GPU (CUPTI kernel times)")
     for case in cases:
         inputs = make_case(lengths[case])
         for variation in [None, *variations]:

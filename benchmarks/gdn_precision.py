@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.code_copies import load_copy, named_copies  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder, out_dir  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests" / "kernels"))
 import gdn_emulation as emulation  # noqa: E402
@@ -331,10 +331,7 @@ def main() -> None:
         for name, path in named_copies(parser, "--against", args.against).items()
     }
     # (once the cases and copies hold: no folder for a refused run)
-    if args.dry_run:
-        out_dir(parser, args.out)
-    else:
-        gpu_run_folder(parser, args.out, "a CUDA GPU (or --dry-run)")
+    out_dir(parser, args.out, needs=None if args.dry_run else "a CUDA GPU (or --dry-run)")
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp64 reference and emulation on the GPU
 
     if args.worker:  # rows appended to DIR's precision.jsonl.part as measured (one write a row)

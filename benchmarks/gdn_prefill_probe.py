@@ -39,7 +39,7 @@ from benchmarks.code_copies import load_copy  # noqa: E402
 from benchmarks.gdn_bench import HV, SCALE, V, make_set  # noqa: E402
 from benchmarks.gdn_bench import rel as rel_rmse  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
@@ -248,7 +248,7 @@ def main() -> None:
         except ValueError as err:
             parser.error(f"--variations: {err}")
     others = {path: load_copy(parser, "--against", path) for path in args.against.split(",") if path}
-    gpu_run_folder(parser, args.out, "a CUDA GPU (CUDA-graph timing)")
+    out_dir(parser, args.out, needs="a CUDA GPU (CUDA-graph timing)")
     print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}", flush=True)
     records = []
     # Emptied here; each row is appended and flushed as soon as it is measured.

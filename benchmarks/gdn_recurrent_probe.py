@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 import stampgen.kernels._validation as validation  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from benchmarks.timing import graph_ms  # noqa: E402
 from stampgen.kernels.gdn import fused_recurrent  # noqa: E402
 
@@ -161,7 +161,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None, help="write a JSON log here")
     args = parser.parse_args()
-    gpu_run_folder(parser, args.out)
+    out_dir(parser, args.out, needs="a CUDA GPU")
     validation.CHECK_VALUES = False  # the kernels are called directly anyway; keep syncs out
 
     props = torch.cuda.get_device_properties(0)

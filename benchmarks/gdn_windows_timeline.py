@@ -41,7 +41,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 from benchmarks.gdn_prefill_probe import HV, V, calls_ms, make_case, with_config  # noqa: E402
 from benchmarks.launch_overrides import parse_variations  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.gdn import chunk  # noqa: E402
 
 WARMUP = 2
@@ -165,7 +165,7 @@ def main() -> None:
         parser.error(f"--variations: {err}")
     if args.tokens < 1:
         parser.error(f"--tokens must be a positive number of tokens, got {args.tokens}")
-    gpu_run_folder(parser, args.out, "a CUDA GPU (CUPTI kernel times)")
+    out_dir(parser, args.out, needs="a CUDA GPU (CUPTI kernel times)")
     inputs = make_case([args.tokens])
     for variation in [None, *variations]:
         # the windows a captured call would have, pinned so that the eager call runs them too (by

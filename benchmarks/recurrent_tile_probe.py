@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
 import stampgen.kernels._validation as validation  # noqa: E402
 from benchmarks import gdn_bench  # noqa: E402
-from benchmarks.out_folder import gpu_run_folder  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.chunked import recurrent  # noqa: E402
 
 
@@ -34,7 +34,8 @@ def main() -> None:
     bad = [t for t in args.tiles.split(",") if t != "auto" and not (t.isdigit() and int(t) > 0)]
     if bad:
         parser.error(f"--tiles: {', '.join(bad)} is not auto or a positive tile width")
-    gpu_run_folder(parser, args.out)  # (once every other argument holds: no folder for a refused run)
+    # (once every other argument holds: no folder for a refused run)
+    out_dir(parser, args.out, needs="a CUDA GPU")
     gdn_bench.configure(args.op)
     validation.CHECK_VALUES = False
     auto = recurrent.recurrent_tile

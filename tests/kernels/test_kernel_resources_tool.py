@@ -14,6 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOL = ROOT / "benchmarks" / "gdn_kernel_resources.py"
+# The tool loaded as module ``tool`` in a script of a test's own (``importlib.util`` imported before)
+LOAD_TOOL = (
+    f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
+    "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
@@ -28,8 +33,7 @@ def test_every_kernel_argument_has_a_type_and_every_constexpr_a_value():
     # variant; an argument added to a kernel without a type here fails this test, not a later compile.
     check = (
         "import importlib.util, re, sys\n"
-        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        f"{LOAD_TOOL}"
         "for name, label, meta, *_ in tool.VARIANTS:\n"
         "    fn, constexprs = tool.KERNELS[name]\n"
         "    assert not tool.constexpr_gaps(fn, constexprs | meta), (name, label)\n"
@@ -52,9 +56,7 @@ def test_an_argument_without_a_type_is_named(tmp_path):
         "import importlib.util\n"
         "import triton\n"
         "import triton.language as tl\n"
-        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(tool)\n"
+        f"{LOAD_TOOL}"
         "@triton.jit\n"
         "def kernel(q_ptr, mystery, stride_q_tok, BK: tl.constexpr):\n"
         "    pass\n"
@@ -173,8 +175,7 @@ def test_the_longest_loop_is_a_real_loop_not_a_wait_retry_after_the_kernels_end(
     # barrier-wait retry placed after it that branches back to 0x10 (a longer span, but no loop).
     check = (
         "import importlib.util\n"
-        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        f"{LOAD_TOOL}"
         "rows = [(0x0, 'MOV', None), (0x10, 'HGMMA', None), (0x20, 'IADD3', None), (0x30, 'BRA@16', None),\n"
         "        (0x40, 'EXIT', None), (0x50, 'SYNCS', None), (0x60, 'BRA@16', None)]\n"
         "print([hex(a) for a, _, _ in tool._longest_loop(rows)])\n"
@@ -190,8 +191,7 @@ def test_the_step_loops_are_the_innermost_long_loops_inside_an_outer_one():
     # second holds a wait's retry loop 0x60..0x70, too short to count at a share of 8 (2 of 17 rows; 3 count).
     check = (
         "import importlib.util\n"
-        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        f"{LOAD_TOOL}"
         "ops = {0x30: 'BRA@16', 0x70: 'BRA@96', 0x90: 'BRA@64', 0x100: 'BRA@0'}\n"
         "rows = [(a, ops.get(a, 'FFMA'), None) for a in range(0, 0x110, 0x10)]\n"
         "print([(hex(lo), hex(hi)) for lo, hi in tool._step_loops(rows, share=8)])\n"
@@ -226,8 +226,7 @@ def test_a_ptx_that_ptxas_refuses_is_named_with_its_error_not_a_traceback():
     check = (
         "import importlib.util, tempfile\n"
         "from pathlib import Path\n"
-        f"spec = importlib.util.spec_from_file_location('tool', {str(TOOL)!r})\n"
-        "tool = importlib.util.module_from_spec(spec); spec.loader.exec_module(tool)\n"
+        f"{LOAD_TOOL}"
         "with tempfile.TemporaryDirectory() as tmp:\n"
         "    tool._ptxas_info('.version 8.0\\n.target sm_90a\\nbogus;\\n', Path(tmp), 'broken')\n"
     )
