@@ -152,8 +152,9 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
         from stampgen.kernels.gdn import chunk_gluon_fused  # imported here: Gluon only where it runs
 
         chunk_gluon_fused.launch_state(
-            q, k, v, g, beta, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config
-        )
+            q, k, v, g, beta, tbeta, o, state_pool, state_indices, cu_seqlens, schedule, start, carry, scale,
+            config,
+        )  # fmt: skip
         return o
     state_pass = _state_pass(q, k, v, config)
     state_pass(q, k, v, gates, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config)

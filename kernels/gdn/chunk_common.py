@@ -16,6 +16,8 @@ hashes, ``benchmarks/gdn_kernel_resources.py --sass``).
 
 from __future__ import annotations
 
+import functools
+
 import torch
 import triton
 import triton.language as tl
@@ -35,6 +37,12 @@ _MIN_TILE = 16 if _INTERPRET else 64
 # exp and 2^x through ex2.approx on a GPU; the interpreter runs no PTX (see _exp2)
 _FAST_EXP = tl.constexpr(not _INTERPRET)
 _LOG2E = chunked_blocks.LOG2E  # a tl.constexpr: the kernels read it
+
+
+@functools.cache
+def sm_count(device: torch.device) -> int:
+    """The device's SMs, for launches whose programs are counted by them (persistent or strided)."""
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _empty(shape, dtype, device) -> torch.Tensor:

@@ -21,7 +21,8 @@ program (a V tile of 128, value head, segment) is three warpgroups, as in FlashI
 
 Where the worker makes every chunk's Tβ, its chain is the pass's pace (the state warpgroups' step is
 shorter), so its path carries no work it can leave: the gate sums (γ as an fp32 pair and γ_C − γ) come
-from ``_gate_sums_kernel``, a small launch before the pass, rather than from a scan on the worker; Q Kᵀ
+from ``_gate_sums_kernel``, a small launch before the pass (one program a chunk, all value heads; it
+also zeroes the persistent programs' claim counter), rather than from a scan on the worker; Q Kᵀ
 runs while the decay is made; the decay's exponents and β reach A's row and column layouts through one
 shared-memory round trip; P and A share one mask (A's diagonal is read by no step of the solve); and
 the solve's last operand buffer is the slot its Tβ goes to.
@@ -65,8 +66,6 @@ decay is made (spills at 120).
 
 from __future__ import annotations
 
-import functools
-
 import torch
 import triton
 import triton.language as tl
@@ -80,7 +79,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK, _cumsum_hi_lo
+from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK, _cumsum_hi_lo, _locate, sm_count
 from stampgen.kernels.gdn.chunk_config import LaunchConfig, worker_makes_tbeta
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_gluon_batch import (
@@ -117,23 +116,26 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 
 @triton.jit
-def _gate_sums_kernel(g, schedule, sums, n_tokens, seg_chunks, N, HV: tl.constexpr, BLOCK_HV: tl.constexpr):
-    """The fp32 gate sums of chunk ``program_id(1)`` of the segment in schedule row ``program_id(0)``, for
-    every value head (``BLOCK_HV``: HV's next power of two): γ as the pair (hi, lo) and γ_C − γ
-    (``chunk_intra_gluon._gate_sums`` and ``_to_end``'s values, formed in fp64), into ``sums`` [3, HV, T],
-    so that the worker that makes Tβ loads them rather than scanning a chunk's gates on its path."""
-    row = schedule + tl.program_id(0).to(tl.int64) * _SCHEDULE_ROW
-    n = tl.load(row).to(tl.int32)
-    bos = tl.load(row + 2).to(tl.int32)
-    eos = tl.load(row + 3).to(tl.int32)
-    base = bos + tl.load(row + 1).to(tl.int32) * seg_chunks * 64
-    tok0 = base + tl.program_id(1) * 64
-    end = tl.minimum(base + seg_chunks * 64, eos)
-    if n >= N or tok0 >= end:
+def _gate_sums_kernel(
+    g, cu_seqlens, sums, counter, n_tokens, N, HV: tl.constexpr, BLOCK_HV: tl.constexpr, BN: tl.constexpr,
+    ZERO_COUNTER: tl.constexpr,
+):  # fmt: skip
+    """The fp32 gate sums of chunk ``program_id(0)`` (counting every sequence's chunks in order, as the
+    intra launch does: ``T // 64 + N`` programs, no host sync), for every value head (``BLOCK_HV``: HV's
+    next power of two): γ as the pair (hi, lo) and γ_C − γ (``chunk_intra_gluon._gate_sums`` and
+    ``_to_end``'s values, formed in fp64), into ``sums`` [3, HV, T], so that the worker that makes Tβ
+    loads them rather than scanning a chunk's gates on its path. ``ZERO_COUNTER``: program 0 also zeroes
+    the persistent pass's claim counter (a launch fewer than a separate fill)."""
+    if ZERO_COUNTER:
+        if tl.program_id(0) == 0:
+            tl.store(counter, 0)
+    n, j, bos, eos, _, _ = _locate(cu_seqlens, N, tl.program_id(0), 1, BN, False)
+    if n >= N:
         return
+    tok0 = bos + j * 64
     rows = tl.arange(0, 64)
     heads = tl.arange(0, BLOCK_HV)
-    ok = (tok0 + rows < end)[:, None] & (heads < HV)[None, :]
+    ok = (tok0 + rows < eos)[:, None] & (heads < HV)[None, :]
     at = (tok0 + rows).to(tl.int64)[:, None]
     g_c = tl.load(g + at * HV + heads[None, :], mask=ok, other=0.0)
     hi, lo, gam = _cumsum_hi_lo(g_c)
@@ -664,7 +666,7 @@ def _gdn_gluon_fused_state_kernel(
 
 
 def launch_state(
-    q, k, v, g, beta, tbeta, o, state_pool, state_indices, schedule, start, carry, scale: float,
+    q, k, v, g, beta, tbeta, o, state_pool, state_indices, cu_seqlens, schedule, start, carry, scale: float,
     config: LaunchConfig,
 ) -> None:  # fmt: skip
     """Launch 3 of ``chunk_state`` in this form: the state pass over every segment with the intra
@@ -682,23 +684,19 @@ def launch_state(
     N = state_indices.shape[0]
     sums = g  # unread unless the worker makes Tβ
     make = worker_makes_tbeta(config)
+    n_items = triton.cdiv(V, BLOCK_V) * HV * schedule.shape[1]
+    programs, persistent = _grid(n_items, config.gluon_fused_programs, sm_count(q.device))
+    # items claimed past the programs' first ones (persistent; else never read), zeroed by the gate sums'
+    # launch where it runs
+    counter = schedule
+    if persistent:
+        counter = (torch.empty if make else torch.zeros)(1, dtype=torch.int32, device=q.device)
     if make:
         sums = torch.empty((3, HV, T), dtype=torch.float32, device=g.device)
-        _gate_sums_kernel[(schedule.shape[1], config.seg_chunks)](
-            g,
-            schedule,
-            sums,
-            T,
-            config.seg_chunks,
-            N,
-            HV=HV,
-            BLOCK_HV=triton.next_power_of_2(HV),
-            num_warps=4,
-        )
-    n_items = triton.cdiv(V, BLOCK_V) * HV * schedule.shape[1]
-    programs, persistent = _grid(n_items, config.gluon_fused_programs, _sm_count(q.device))
-    # items claimed past the programs' first ones (persistent; else never read)
-    counter = torch.zeros(1, dtype=torch.int32, device=q.device) if persistent else schedule
+        _gate_sums_kernel[(T // CHUNK + N,)](
+            g, cu_seqlens, sums, counter, T, N, HV=HV, BLOCK_HV=triton.next_power_of_2(HV),
+            BN=triton.next_power_of_2(N + 1), ZERO_COUNTER=persistent, num_warps=4,
+        )  # fmt: skip
     _gdn_gluon_fused_state_kernel[(programs,)](
         *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
         state_pool.stride(0), float(scale), config.seg_chunks, N, T, counter, n_items,
@@ -714,9 +712,3 @@ def _grid(n_items: int, asked: int, sms: int) -> tuple[int, bool]:
     if asked > 0 or n_items > PERSISTENT_ITEMS * sms:
         return min(n_items, asked or sms), True
     return n_items, False
-
-
-@functools.cache
-def _sm_count(device: torch.device) -> int:
-    """The device's SMs: the persistent pass's programs, one an SM."""
-    return torch.cuda.get_device_properties(device).multi_processor_count

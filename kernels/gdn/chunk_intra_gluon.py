@@ -51,13 +51,18 @@ It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launch
 (``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
 (the Gluon state pass reads no schedule). A chunk's math is ``_gate_loads``, ``_gate_sums`` and
 ``_tbeta_of_chunk``, which ``chunk_gluon_fused``'s worker warpgroup runs too; before that pass this
-launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker makes (``FUSED_MAKES_LAST``).
+launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker makes (``FUSED_MAKES_LAST``):
+then its programs — ``STRIDED_PROGRAMS_PER_SM`` an SM, over value heads — each take every P-th chunk of
+the sequences' segments before their last, so that a batch whose sequences all fit a segment (most
+batches: 16×2048 splits none) costs one short wave (~2 µs on the H200) rather than a grid of one program
+a chunk that all return at once (~17 µs); a chunk's work is the same code either way (``_chunk``).
 """
 
 from __future__ import annotations
 
 import torch
 import triton
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
@@ -70,13 +75,18 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 
 from stampgen.kernels.chunked.gluon_pdl import launch_dependents
 from stampgen.kernels.gdn import chunk_tma
-from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK
+from stampgen.kernels.gdn.chunk_common import _LOG2E, CHUNK, sm_count
 from stampgen.kernels.gdn.chunk_gluon import _masked_p
 
 # A chunk's 64×64 tile in the wgmma accumulator's layout of one warpgroup (K Kᵀ, A, D^{-1}, Tβ, P)
 CHUNK_ACC = gl.constexpr(
     gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, 64, 16])
 )
+# Programs an SM where the launch takes only the segment pass's chunks (``FUSED_MAKES_LAST``): each
+# takes every P-th of them, so that a batch with none (no sequence outgrows a segment) starts a few
+# hundred programs rather than one a chunk and value head. Four fit an SM at once, and no more are
+# launched: a fifth would wait for one of them and then run its whole share alone.
+STRIDED_PROGRAMS_PER_SM = 4
 
 
 def supported(k: torch.Tensor) -> bool:
@@ -109,21 +119,34 @@ def _log2(x):
 
 
 @gluon.jit
-def _locate(cu_seqlens, N, pid, BN: gl.constexpr):
-    """(n, bos, eos, j): program ``pid`` owns chunk j of sequence n = [bos, eos), counting the chunks of
-    every sequence in order (``chunk_common._locate`` with one chunk a segment); n ≥ N: no work."""
+def _sequences(cu_seqlens, N, BN: gl.constexpr):
+    """The sequences' bounds [lo, hi) (``BN`` ≥ N + 1 lanes, the last ones 0) and their lane indices."""
     layout: gl.constexpr = gl.BlockedLayout([1], [32], [4], [0])
     offs = gl.arange(0, BN, layout=layout)
     lo = gl.load(cu_seqlens + offs, mask=offs < N, other=0)
     hi = gl.load(cu_seqlens + offs + 1, mask=offs < N, other=0)
-    count = (hi - lo + 63) // 64
-    end = gl.associative_scan(count, 0, _add)
-    n = gl.sum((end <= pid).to(gl.int32), axis=0)
+    return offs, lo, hi
+
+
+@gluon.jit
+def _owner(offs, lo, hi, count, ends, at):
+    """(n, bos, eos, j): of the chunks counted ``count`` a sequence from each sequence's first, in order
+    (``ends`` their running sum), ``at`` is chunk j of sequence n = [bos, eos); n ≥ N: past them all."""
+    n = gl.sum((ends <= at).to(gl.int32), axis=0)
     this = offs == n
     bos = gl.sum(gl.where(this, lo, 0), axis=0)
     eos = gl.sum(gl.where(this, hi, 0), axis=0)
-    j = pid - gl.sum(gl.where(this, end - count, 0), axis=0)
+    j = at - gl.sum(gl.where(this, ends - count, 0), axis=0)
     return n, bos, eos, j
+
+
+@gluon.jit
+def _locate(cu_seqlens, N, pid, BN: gl.constexpr):
+    """(n, bos, eos, j): program ``pid`` owns chunk j of sequence n = [bos, eos), counting the chunks of
+    every sequence in order (``chunk_common._locate`` with one chunk a segment); n ≥ N: no work."""
+    offs, lo, hi = _sequences(cu_seqlens, N, BN)
+    count = (hi - lo + 63) // 64
+    return _owner(offs, lo, hi, count, gl.associative_scan(count, 0, _add), pid)
 
 
 @gluon.jit
@@ -379,14 +402,40 @@ def _gdn_gluon_intra_kernel(
         pid = gl.program_id(0)
         hv = gl.program_id(1)
     h = hv // (HV // H)
-    n, bos, eos, j = _locate(cu_seqlens, N, pid, BN)
-    if n >= N:
-        return
-    if FUSED_MAKES_LAST:  # not the chunks of a sequence's last segment, whose Tβ the fused pass makes
-        if j // seg_chunks == ((eos - bos + 63) // 64 - 1) // seg_chunks:
+    if FUSED_MAKES_LAST:
+        # (P, HV) programs, each taking every P-th chunk of the segments the segment pass reads: a batch
+        # whose sequences all fit one segment has none, and a grid of one program a chunk would start
+        # and end ~T / 64 · HV programs for nothing
+        offs, lo, hi = _sequences(cu_seqlens, N, BN)
+        # a sequence's chunks before its last segment's (none for one of at most seg_chunks chunks)
+        count = gl.maximum((hi - lo + 63) // 64 - 1, 0) // seg_chunks * seg_chunks
+        ends = gl.associative_scan(count, 0, _add)
+        for at in tl.range(pid, gl.sum(count, axis=0), gl.num_programs(0), disable_licm=True):
+            n, bos, eos, j = _owner(offs, lo, hi, count, ends, at)
+            if gl.load(state_indices + n) >= 0:  # padding: the state pass reads nothing of it
+                _chunk(
+                    k_desc, t_desc, q_desc, p_desc, g, beta, tbeta, gates, p_out, n_tokens, scale,
+                    bos, eos, j, hv, h, HV, K, STORE_P,
+                )  # fmt: skip
+    else:
+        n, bos, eos, j = _locate(cu_seqlens, N, pid, BN)
+        if n >= N:
             return
-    if gl.load(state_indices + n) < 0:
-        return  # padding: the state pass reads nothing of it
+        if gl.load(state_indices + n) < 0:
+            return  # padding: the state pass reads nothing of it
+        _chunk(
+            k_desc, t_desc, q_desc, p_desc, g, beta, tbeta, gates, p_out, n_tokens, scale, bos, eos, j, hv, h,
+            HV, K, STORE_P,
+        )  # fmt: skip
+
+
+@gluon.jit
+def _chunk(
+    k_desc, t_desc, q_desc, p_desc, g, beta, tbeta, gates, p_out, n_tokens, scale, bos, eos, j, hv, h,
+    HV: gl.constexpr, K: gl.constexpr, STORE_P: gl.constexpr,
+):  # fmt: skip
+    """Chunk ``j`` of the sequence [bos, eos) for value head ``hv`` (key head ``h``): its Tβ and gate sums
+    stored (and, ``STORE_P``, its P), its shared buffers and barrier its own."""
     tok0 = (bos + j * 64).to(gl.int32)  # TMA coordinates are 32-bit
     n_rows = gl.minimum(eos.to(gl.int32) - tok0, 64)
 
@@ -456,9 +505,13 @@ def launch(
         p, scale = p_of.p, p_of.scale
     descs = (k_desc, t_desc, q_desc, p_desc)
     chunks = T // CHUNK + N
-    _gdn_gluon_intra_kernel[(chunks * HV,) if heads_inner else (chunks, HV)](
+    if fused_makes_last:  # programs that take every P-th chunk (the kernel's FUSED_MAKES_LAST)
+        grid = (min(chunks, max(1, STRIDED_PROGRAMS_PER_SM * sm_count(k.device) // HV)), HV)
+    else:
+        grid = (chunks * HV,) if heads_inner else (chunks, HV)
+    _gdn_gluon_intra_kernel[grid](
         *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, p, T, N, seg_chunks, scale,
         H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents,
-        FUSED_MAKES_LAST=fused_makes_last, STORE_P=p_of is not None, HEADS_INNER=heads_inner, num_warps=4,
+        FUSED_MAKES_LAST=fused_makes_last, STORE_P=p_of is not None, HEADS_INNER=heads_inner and not fused_makes_last, num_warps=4,
         **({"maxnreg": maxnreg} if maxnreg else {}),
     )  # fmt: skip

@@ -160,24 +160,24 @@ def test_the_intra_launch_writes_the_ut_inverse_and_the_gate_sums():
 
 
 @pytest.mark.parametrize("HV", [3, 4])
-def test_the_fused_pass_gate_sums_launch_writes_every_segment_chunk_for_any_head_count(HV):
-    # ``chunk_gluon_fused._gate_sums_kernel`` (run before the fused pass where its worker makes Tβ) on the
-    # segment schedule the intra launch writes, against fp64 sums per chunk: γ as the fp32 pair (hi, lo)
-    # and γ_C − γ, for every token of every sequence (segments of two chunks, partial chunks, a padding
-    # sequence), with a head count that is not a power of two as well.
+def test_the_fused_pass_gate_sums_launch_writes_every_chunk_for_any_head_count(HV):
+    # ``chunk_gluon_fused._gate_sums_kernel`` (run before the fused pass where its worker makes Tβ), one
+    # program a chunk found from cu_seqlens, against fp64 sums per chunk: γ as the fp32 pair (hi, lo) and
+    # γ_C − γ, for every token of every sequence (partial chunks, a padding sequence), with a head count
+    # that is not a power of two as well; and the persistent pass's claim counter zeroed.
     from stampgen.kernels.gdn import chunk_gluon_fused
 
     seqlens = [70, 300, 1, 64]
     inputs = make_inputs("prefill", N=4, H=1, HV=HV, K=16, V=16, seqlens=seqlens, seed=23, pad=1)
-    g = inputs["g"]
+    g, cu_seqlens = inputs["g"], inputs["cu_seqlens"]
     T, N = g.shape[0], inputs["state_indices"].shape[0]
-    cfg = chunk.launch_config(T, N, HV, 16)._replace(seg_chunks=2)
-    args = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
-    schedule = chunk._launch_intra(*args, cfg)[2]
     sums = torch.full((3, HV, T), float("nan"))
-    chunk_gluon_fused._gate_sums_kernel[(schedule.shape[1], cfg.seg_chunks)](
-        g, schedule, sums, T, cfg.seg_chunks, N, HV=HV, BLOCK_HV=triton.next_power_of_2(HV)
-    )
+    counter = torch.full((1,), 7, dtype=torch.int32)
+    chunk_gluon_fused._gate_sums_kernel[(T // chunk.CHUNK + N,)](
+        g, cu_seqlens, sums, counter, T, N, HV=HV, BLOCK_HV=triton.next_power_of_2(HV),
+        BN=triton.next_power_of_2(N + 1), ZERO_COUNTER=True,
+    )  # fmt: skip
+    assert counter.item() == 0
     bounds = inputs["cu_seqlens"].tolist()
     written = torch.zeros(T, dtype=torch.bool)
     for bos, eos in zip(bounds[:-1], bounds[1:]):
