@@ -143,17 +143,22 @@ def prefill(q, k, v, g, beta, *, state_pool, state_indices, cu_seqlens, scale: f
         _gluon_prefill(q, k, v, g, beta, o, state_pool, state_indices, cu_seqlens, scale, config)
         return o
     fused = _fused_state(q, k, v, config)
+    makes_last = _fused_makes_last(fused, config)
     tbeta, gates, schedule = _launch_intra(
-        k, g, beta, state_indices, cu_seqlens, config, fused_makes_last=_fused_makes_last(fused, config)
+        k, g, beta, state_indices, cu_seqlens, config, schedule=not makes_last, fused_makes_last=makes_last
     )
+    made = None
+    if makes_last:  # the schedule written beside the gate sums the fused pass's worker loads
+        from stampgen.kernels.gdn import chunk_gluon_fused  # imported here: Gluon only where it runs
+
+        made = chunk_gluon_fused.launch_gate_sums(g, cu_seqlens, schedule, N, config.seg_chunks)
     affine, start = _launch_segments(k, gates, v, tbeta, state_pool, state_indices, schedule, config)
     carry = _launch_carry(affine, state_indices, cu_seqlens, q.dtype, config)
     if fused:
         from stampgen.kernels.gdn import chunk_gluon_fused  # imported here: Gluon only where it runs
 
         chunk_gluon_fused.launch_state(
-            q, k, v, g, beta, tbeta, o, state_pool, state_indices, cu_seqlens, schedule, start, carry, scale,
-            config,
+            q, k, v, g, beta, tbeta, o, state_pool, state_indices, schedule, start, carry, scale, config, made
         )  # fmt: skip
         return o
     state_pass = _state_pass(q, k, v, config)

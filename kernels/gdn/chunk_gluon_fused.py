@@ -66,6 +66,8 @@ decay is made (spills at 120).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
@@ -79,7 +81,15 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from stampgen.kernels.gdn.chunk_common import _LOG2E, _SCHEDULE_ROW, CHUNK, _cumsum_hi_lo, _locate, sm_count
+from stampgen.kernels.gdn.chunk_common import (
+    _LOG2E,
+    _SCHEDULE_ROW,
+    CHUNK,
+    _cumsum_hi_lo,
+    _locate,
+    _write_schedule,
+    sm_count,
+)
 from stampgen.kernels.gdn.chunk_config import LaunchConfig, worker_makes_tbeta
 from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_gluon_batch import (
@@ -117,19 +127,21 @@ def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
 
 @triton.jit
 def _gate_sums_kernel(
-    g, cu_seqlens, sums, counter, n_tokens, N, HV: tl.constexpr, BLOCK_HV: tl.constexpr, BN: tl.constexpr,
-    ZERO_COUNTER: tl.constexpr,
+    g, cu_seqlens, sums, counter, schedule, n_programs, seg_chunks, n_tokens, N,
+    HV: tl.constexpr, BLOCK_HV: tl.constexpr, BN: tl.constexpr,
 ):  # fmt: skip
     """The fp32 gate sums of chunk ``program_id(0)`` (counting every sequence's chunks in order, as the
     intra launch does: ``T // 64 + N`` programs, no host sync), for every value head (``BLOCK_HV``: HV's
     next power of two): γ as the pair (hi, lo) and γ_C − γ (``chunk_intra_gluon._gate_sums`` and
     ``_to_end``'s values, formed in fp64), into ``sums`` [3, HV, T], so that the worker that makes Tβ
-    loads them rather than scanning a chunk's gates on its path. ``ZERO_COUNTER``: program 0 also zeroes
-    the persistent pass's claim counter (a launch fewer than a separate fill)."""
-    if ZERO_COUNTER:
-        if tl.program_id(0) == 0:
-            tl.store(counter, 0)
-    n, j, bos, eos, _, _ = _locate(cu_seqlens, N, tl.program_id(0), 1, BN, False)
+    loads them rather than scanning a chunk's gates on its path. Programs below ``n_programs`` (never
+    more than the chunks) also write their row of the segment schedule, and program 0 zeroes the
+    persistent pass's claim counter: a launch for each fewer (``launch_gate_sums``)."""
+    pid = tl.program_id(0)
+    if pid == 0:
+        tl.store(counter, 0)
+    _write_schedule(schedule, pid, n_programs, cu_seqlens, N, seg_chunks, BN)
+    n, j, bos, eos, _, _ = _locate(cu_seqlens, N, pid, 1, BN, False)
     if n >= N:
         return
     tok0 = bos + j * 64
@@ -665,14 +677,41 @@ def _gdn_gluon_fused_state_kernel(
     )  # fmt: skip
 
 
+class GateSums(NamedTuple):
+    """What ``launch_gate_sums`` writes for the pass where its worker makes Tβ."""
+
+    sums: torch.Tensor  # [3, HV, T] fp32: γ's pair (hi, lo) and γ_C − γ
+    counter: torch.Tensor  # [1] int32, zeroed: the persistent programs' claims
+
+
+def launch_gate_sums(g, cu_seqlens, schedule, N: int, seg_chunks: int) -> GateSums:
+    """Where the worker makes Tβ (``chunk_config.worker_makes_tbeta``), before the segment launch: the gate
+    sums the worker loads, the segment schedule ``schedule`` (the intra launch's schedule launch left
+    out: ``chunk_intra._launch_intra(schedule=False)``) and the claim counter, in one launch."""
+    T, HV = g.shape
+    made = GateSums(
+        torch.empty((3, HV, T), dtype=torch.float32, device=g.device),
+        torch.empty(1, dtype=torch.int32, device=g.device),
+    )
+    _gate_sums_kernel[(T // CHUNK + N,)](
+        g, cu_seqlens, made.sums, made.counter, schedule, schedule.shape[1], seg_chunks, T, N,
+        HV=HV, BLOCK_HV=triton.next_power_of_2(HV), BN=triton.next_power_of_2(N + 1), num_warps=4,
+    )  # fmt: skip
+    return made
+
+
 def launch_state(
-    q, k, v, g, beta, tbeta, o, state_pool, state_indices, cu_seqlens, schedule, start, carry, scale: float,
-    config: LaunchConfig,
+    q, k, v, g, beta, tbeta, o, state_pool, state_indices, schedule, start, carry, scale: float,
+    config: LaunchConfig, made: GateSums | None = None,
 ) -> None:  # fmt: skip
     """Launch 3 of ``chunk_state`` in this form: the state pass over every segment with the intra
     launch's work and the output fused in, on the schedule and the segment and carry launches' initial
     states (``start`` / ``carry``: None where no sequence can be split); updates the pool in place.
-    ``supported(q, k, v)`` true."""
+    ``made``: ``launch_gate_sums``'s, given exactly where the worker makes Tβ. ``supported(q, k, v)``
+    true."""
+    make = worker_makes_tbeta(config)
+    if make != (made is not None):
+        raise ValueError("the gate sums (launch_gate_sums) go with a worker that makes Tβ, and only there")
     T, H, K = q.shape
     HV, V = v.shape[1], v.shape[2]
     if start is None:  # no sequence is split: never read (n_segs is 1 in every schedule row)
@@ -682,21 +721,14 @@ def launch_state(
         descriptor(tbeta, CHUNK),
     )  # fmt: skip
     N = state_indices.shape[0]
-    sums = g  # unread unless the worker makes Tβ
-    make = worker_makes_tbeta(config)
     n_items = triton.cdiv(V, BLOCK_V) * HV * schedule.shape[1]
     programs, persistent = _grid(n_items, config.gluon_fused_programs, sm_count(q.device))
-    # items claimed past the programs' first ones (persistent; else never read), zeroed by the gate sums'
-    # launch where it runs
-    counter = schedule
-    if persistent:
-        counter = (torch.empty if make else torch.zeros)(1, dtype=torch.int32, device=q.device)
-    if make:
-        sums = torch.empty((3, HV, T), dtype=torch.float32, device=g.device)
-        _gate_sums_kernel[(T // CHUNK + N,)](
-            g, cu_seqlens, sums, counter, T, N, HV=HV, BLOCK_HV=triton.next_power_of_2(HV),
-            BN=triton.next_power_of_2(N + 1), ZERO_COUNTER=persistent, num_warps=4,
-        )  # fmt: skip
+    sums = g  # unread unless the worker makes Tβ
+    counter = schedule  # never read unless persistent
+    if made is not None:
+        sums, counter = made
+    elif persistent:
+        counter = torch.zeros(1, dtype=torch.int32, device=q.device)
     _gdn_gluon_fused_state_kernel[(programs,)](
         *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
         state_pool.stride(0), float(scale), config.seg_chunks, N, T, counter, n_items,

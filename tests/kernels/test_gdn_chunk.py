@@ -10,7 +10,6 @@ scratch element it reads without having written, shows up as NaN.
 
 import pytest
 import torch
-import triton
 from gdn_inputs import clone_inputs, make_inputs, rel_rmse
 
 from stampgen.kernels import gdn
@@ -164,20 +163,17 @@ def test_the_fused_pass_gate_sums_launch_writes_every_chunk_for_any_head_count(H
     # ``chunk_gluon_fused._gate_sums_kernel`` (run before the fused pass where its worker makes Tβ), one
     # program a chunk found from cu_seqlens, against fp64 sums per chunk: γ as the fp32 pair (hi, lo) and
     # γ_C − γ, for every token of every sequence (partial chunks, a padding sequence), with a head count
-    # that is not a power of two as well; and the persistent pass's claim counter zeroed.
+    # that is not a power of two as well; and the persistent pass's claim counter zeroed (the schedule it
+    # writes too: test_the_intra_launch_writes_the_segment_schedule_the_passes_read).
     from stampgen.kernels.gdn import chunk_gluon_fused
 
     seqlens = [70, 300, 1, 64]
     inputs = make_inputs("prefill", N=4, H=1, HV=HV, K=16, V=16, seqlens=seqlens, seed=23, pad=1)
     g, cu_seqlens = inputs["g"], inputs["cu_seqlens"]
     T, N = g.shape[0], inputs["state_indices"].shape[0]
-    sums = torch.full((3, HV, T), float("nan"))
-    counter = torch.full((1,), 7, dtype=torch.int32)
-    chunk_gluon_fused._gate_sums_kernel[(T // chunk.CHUNK + N,)](
-        g, cu_seqlens, sums, counter, T, N, HV=HV, BLOCK_HV=triton.next_power_of_2(HV),
-        BN=triton.next_power_of_2(N + 1), ZERO_COUNTER=True,
-    )  # fmt: skip
-    assert counter.item() == 0
+    schedule = torch.empty((2, T // (chunk.CHUNK * 2) + N, 8), dtype=torch.int64)
+    sums, counter = chunk_gluon_fused.launch_gate_sums(g, cu_seqlens, schedule, N, 2)
+    assert counter.tolist() == [0]
     bounds = inputs["cu_seqlens"].tolist()
     written = torch.zeros(T, dtype=torch.bool)
     for bos, eos in zip(bounds[:-1], bounds[1:]):
@@ -413,17 +409,19 @@ def _schedule_rows(seqlens, seg_chunks, non_last):
     "seqlens, seg_chunks",
     [([70, 64, 5], 1), ([0, 300, 1, 129, 0], 2), ([600, 0, 7, 256], 4), ([0], 1), ([64 * 9], 4)],
 )
-@pytest.mark.parametrize("gluon_intra", [False, True], ids=["triton-intra", "schedule-only"])
+@pytest.mark.parametrize("writer", ["triton-intra", "schedule-only", "gate-sums"])
 def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(
-    seqlens, seg_chunks, gluon_intra, monkeypatch
+    seqlens, seg_chunks, writer, monkeypatch
 ):
     # The segment and state passes read where each of their programs works from this table instead of
     # scanning cu_seqlens: every row against a plain count, idle rows past the last segment marked
     # n >= N. Padding slots still get rows (the passes skip them by their slot). With the Gluon intra
     # launch (a GPU's; stood in for here, it writes no schedule) a launch of the Triton kernel that
-    # writes the schedule alone comes first.
-    from stampgen.kernels.gdn import chunk_intra_gluon
+    # writes the schedule alone comes first, or (before the fused pass whose worker makes Tβ) none, and
+    # the gate sums launch writes it (``chunk_gluon_fused.launch_gate_sums``).
+    from stampgen.kernels.gdn import chunk_gluon_fused, chunk_intra_gluon
 
+    gluon_intra = writer != "triton-intra"
     gluon_launches = []
     monkeypatch.setattr(chunk_intra, "_gluon_intra", lambda k, config: gluon_intra)
     monkeypatch.setattr(chunk_intra_gluon, "launch", lambda *a, **kw: gluon_launches.append(a))
@@ -432,7 +430,10 @@ def test_the_intra_launch_writes_the_segment_schedule_the_passes_read(
     inputs["state_indices"][0] = -1
     cfg = chunk.launch_config(sum(seqlens), N, 2, 16)._replace(seg_chunks=seg_chunks)
     args = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
-    _, _, schedule = chunk._launch_intra(*args, cfg)
+    schedule = chunk._launch_intra(*args, cfg, schedule=writer != "gate-sums")[2]
+    if writer == "gate-sums":
+        schedule.fill_(-7)  # (any row it leaves unwritten fails below)
+        chunk_gluon_fused.launch_gate_sums(inputs["g"], inputs["cu_seqlens"], schedule, N, seg_chunks)
     assert len(gluon_launches) == gluon_intra
     assert schedule.shape[1] == sum(seqlens) // (chunk.CHUNK * seg_chunks) + N
     for table, non_last in enumerate((False, True)):
