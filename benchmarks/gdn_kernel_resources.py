@@ -1,6 +1,6 @@
 """What our Triton kernels cost an sm_90 SM, found on a CPU: registers, spills, shared memory, occupancy.
 
-    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_batch,gluon_fused,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--defaults] [--sass DIR] [--listing DIR] [--lines N]
+    python3 benchmarks/gdn_kernel_resources.py [--only decode,verify,intra,segment,carry,state,gluon_state,gluon_batch,gluon_fused,gate_sums,gluon_intra,kda_intra,kda_state,lightning_output,lightning_gluon,lightning_segment] [--defaults] [--sass DIR] [--listing DIR] [--lines N]
 
 Triton compiles for a GPU it does not have (``triton.compile`` with a ``GPUTarget``), and its wheel
 carries ``ptxas`` and ``cuobjdump``; so this runs anywhere Triton is installed, no GPU, no driver. For
@@ -161,6 +161,10 @@ KERNELS = {
     "gluon_fused": (
         chunk_gluon_fused._gdn_gluon_fused_state_kernel,
         dict(H=H, HV=HV, K=K, V=V, BV=chunk_gluon_fused.BLOCK_V),
+    ),
+    "gate_sums": (
+        chunk_gluon_fused._gate_sums_kernel,
+        dict(HV=HV, BLOCK_HV=triton.next_power_of_2(HV), BN=2),
     ),
     "gluon_intra": (
         chunk_intra_gluon._gdn_gluon_intra_kernel,
@@ -329,6 +333,7 @@ VARIANTS = [
         4,
         1,
     ),
+    ("gate_sums", "default", {}, 4, 1),
     ("gluon_fused", "default", dict(_FUSED, PERSISTENT=False), 8, 1),
     ("gluon_fused", "persistent", dict(_FUSED, PERSISTENT=True), 8, 1),
     ("gluon_fused", "K=64", dict(_FUSED, K=64, PERSISTENT=True), 8, 1),
