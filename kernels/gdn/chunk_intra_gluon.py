@@ -54,8 +54,9 @@ It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launch
 launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker makes (``FUSED_MAKES_LAST``):
 then its programs — ``STRIDED_PROGRAMS_PER_SM`` an SM, over value heads — each take every P-th chunk of
 the sequences' segments before their last, so that a batch whose sequences all fit a segment (most
-batches: 16×2048 splits none) costs one short wave (~2 µs on the H200) rather than a grid of one program
-a chunk that all return at once (~17 µs); a chunk's work is the same code either way (``_chunk``).
+batches: 16×2048 splits none) costs one short wave (1.7 µs on an H200) rather than a grid of one
+program a chunk and value head that nearly all return at once (19.2 µs on an H100; benchmarks/RESULTS.md);
+a chunk's work is the same code either way (``_chunk``).
 """
 
 from __future__ import annotations
