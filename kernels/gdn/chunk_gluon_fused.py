@@ -22,7 +22,8 @@ program (a V tile of 128, value head, segment) is three warpgroups, as in FlashI
 Where the worker makes every chunk's Tβ, its chain is the pass's pace (the state warpgroups' step is
 shorter), so its path carries no work it can leave: the gate sums (γ as an fp32 pair and γ_C − γ) come
 from ``_gate_sums_kernel``, a small launch before the pass (one program a chunk, all value heads; it
-also zeroes the persistent programs' claim counter), rather than from a scan on the worker; Q Kᵀ
+also writes the segment schedule and zeroes the persistent programs' claim counter), rather than from a
+scan on the worker; Q Kᵀ
 runs while the decay is made; the decay's exponents and β reach A's row and column layouts through one
 shared-memory round trip; P and A share one mask (A's diagonal is read by no step of the solve); and
 the solve's last operand buffer is the slot its Tβ goes to.

@@ -3,7 +3,7 @@ value head) the rows of ``Tβ = (I + A)^{-1} diag(β)`` and the fp32 gate sums (
 the programs of value head 0, the segment schedule the passes of ``chunk_state`` read
 (``chunk_common._write_schedule``). With ``LaunchConfig.gluon_intra`` where it applies, ``Tβ`` and the
 gate sums are ``chunk_intra_gluon``'s instead, after a launch of this kernel that writes the schedule
-alone.
+alone (or, before ``chunk_gluon_fused`` where its worker makes Tβ, none: its gate sums launch writes it).
 """
 
 from __future__ import annotations
@@ -139,7 +139,8 @@ def _launch_intra(
     passes read ([2, segment programs, 8]: ``_write_schedule``). ``dependents``: the next launch is a
     programmatic dependent of this one (``gluon_pdl``). With ``gluon_intra`` where it applies, Tβ and the
     gate sums are ``chunk_intra_gluon``'s, after a launch of this kernel that writes the schedule alone
-    (none with ``schedule`` false: the Gluon state pass reads none). ``fused_makes_last``: none of a
+    (none with ``schedule`` false: the Gluon state pass reads none, and before the fused pass whose
+    worker makes Tβ ``chunk_gluon_fused.launch_gate_sums`` writes it). ``fused_makes_last``: none of a
     sequence's last segment, whose Tβ ``chunk_gluon_fused``'s worker makes
     (``chunk_config.worker_makes_tbeta``): only what the segment pass reads; the Gluon launch only: the
     Triton one writes every chunk's.

@@ -48,8 +48,9 @@ the chunk's queries in and writes P = scale (Q Kᵀ ⊙ E) for ``chunk_gluon``'s
 an SM; two beside a state program); the launch 25–28% longer, the prefill 5–7% shorter.
 
 It writes no segment schedule and no flags: ``chunk_intra._launch_intra`` launches it
-(``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where the Triton passes run after it
-(the Gluon state pass reads no schedule). A chunk's math is ``_gate_loads``, ``_gate_sums`` and
+(``LaunchConfig.gluon_intra``) after a launch of the Triton kernel that writes the schedule alone, where
+the Triton passes run after it (the Gluon state pass reads no schedule; before the fused pass whose
+worker makes Tβ, that pass's gate sums launch writes it). A chunk's math is ``_gate_loads``, ``_gate_sums`` and
 ``_tbeta_of_chunk``, which ``chunk_gluon_fused``'s worker warpgroup runs too; before that pass this
 launch takes ``seg_chunks`` and leaves out the chunks whose Tβ that worker makes (``FUSED_MAKES_LAST``):
 then its programs — ``STRIDED_PROGRAMS_PER_SM`` an SM, over value heads — each take every P-th chunk of
@@ -494,7 +495,8 @@ def launch(
     written to p ([T, HV, 64], bf16) too, as ``chunk_gluon``'s state pass would make it from q
     (``LaunchConfig.gluon_p_from_intra``). ``heads_inner``: the programs of a chunk's value heads next to
     each other in launch order (``LaunchConfig.gluon_intra_heads_inner``), so that the two of a key head
-    read its keys (and queries) from DRAM once, the second from L2; else a value head's chunks are."""
+    read its keys (and queries) from DRAM once, the second from L2; else a value head's chunks are (with
+    ``fused_makes_last`` no order: each program takes every P-th chunk of its value head)."""
     T, H, K = k.shape
     HV = g.shape[1]
     N = state_indices.shape[0]
@@ -513,6 +515,7 @@ def launch(
     _gdn_gluon_intra_kernel[grid](
         *descs, g, beta, state_indices, cu_seqlens, tbeta, gates, p, T, N, seg_chunks, scale,
         H=H, HV=HV, K=K, BN=triton.next_power_of_2(N + 1), LAUNCH_DEPENDENTS=dependents,
-        FUSED_MAKES_LAST=fused_makes_last, STORE_P=p_of is not None, HEADS_INNER=heads_inner and not fused_makes_last, num_warps=4,
+        FUSED_MAKES_LAST=fused_makes_last, STORE_P=p_of is not None,
+        HEADS_INNER=heads_inner and not fused_makes_last, num_warps=4,
         **({"maxnreg": maxnreg} if maxnreg else {}),
     )  # fmt: skip

@@ -188,6 +188,21 @@ def test_the_fused_pass_gate_sums_launch_writes_every_chunk_for_any_head_count(H
     assert written.all() and not sums.isnan().any()
 
 
+def test_the_fused_pass_takes_the_gate_sums_exactly_where_its_worker_makes_tbeta():
+    # launch_state refuses, before any launch, gate sums it would not read or their absence where its
+    # worker would load them (chunk.prefill launches them where, and only where, the worker makes Tβ)
+    from stampgen.kernels.gdn import chunk_gluon_fused
+
+    worker = chunk.launch_config(16 * 2048, 16, 32, 128, interpret=False)
+    intra = worker._replace(gluon_fused_tbeta="intra")
+    x = torch.zeros(64, 1, 128)
+    made = chunk_gluon_fused.GateSums(torch.zeros(3, 1, 64), torch.zeros(1, dtype=torch.int32))
+    args = (x, x, x, x, x, x, x, x, x, x, None, None, 1.0)
+    for config, given in ((worker, None), (intra, made)):
+        with pytest.raises(ValueError, match="go with a worker that makes Tβ, and only there"):
+            chunk_gluon_fused.launch_state(*args, config, given)
+
+
 def test_fp16_inputs_match_the_reference_within_fp16_rounding():
     inputs = make_inputs("prefill", N=4, H=2, HV=4, K=32, V=32, seqlens=[1, 64, 130, 40], dtype=torch.float16)
     o, o_ref, ours, ref = _run_both(inputs)
