@@ -104,6 +104,9 @@ ARG_TYPES = dict(
     n_tokens="i32",
     n_items="i32",
     counter="*i32",
+    stamps=I64P,
+    stamp_rows="i32",
+    stamp_items="i32",
     seg_chunks="i32",
     N="i32",
     D="i32",
@@ -258,6 +261,7 @@ _FUSED = dict(
     STAGES=_batch.gluon_batch_stages,
     WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
     MAKE_TBETA=chunk_config.worker_makes_tbeta(_batch),
+    STAMPS=False,
 )
 VARIANTS = [
     ("decode", "default", dict(BV=8), 1, 3),
@@ -337,6 +341,8 @@ VARIANTS = [
     ("gluon_fused", "default", dict(_FUSED, PERSISTENT=False), 8, 1),
     ("gluon_fused", "persistent", dict(_FUSED, PERSISTENT=True), 8, 1),
     ("gluon_fused", "K=64", dict(_FUSED, K=64, PERSISTENT=True), 8, 1),
+    # with gdn_fused_timeline.py's time stamps at each item's start and end
+    ("gluon_fused", "stamped", dict(_FUSED, PERSISTENT=True, STAMPS=True), 8, 1),
     (
         "gluon_fused",
         "Tβ loaded" if _FUSED["MAKE_TBETA"] else "Tβ by the worker",

@@ -331,30 +331,41 @@ def _next_item(
 @gluon.jit
 def _worker(
     q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule, state_indices,
-    items, item_bars, item_free, n_items, seg_chunks, N, n_tokens, scale, log2_scale,
+    items, item_bars, item_free, n_items, seg_chunks, N, n_tokens, scale, log2_scale, stamps, stamp_rows,
+    stamp_items,
     HV: gl.constexpr, TV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
+    STAMPS: gl.constexpr,
 ):  # fmt: skip
     """The worker warpgroup: ``_worker_item`` for each item the program runs (``PERSISTENT``: the first
-    its own, each next as the state warpgroups claimed it, ``_take``; else its one item)."""
+    its own, each next as the state warpgroups claimed it, ``_take``; else its one item); ``STAMPS``:
+    each item's start and end times (``_stamp``)."""
     x_s = gl.allocate_shared_memory(gl.float32, [3, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     it = gl.program_id(0)
     if PERSISTENT:
         m = 0  # the items this program ran before ``it``
         at0 = 0  # and their chunks
         while it < n_items:
+            if STAMPS:
+                _stamp(stamps, stamp_rows, stamp_items, m, 2, it, 4)
             at0 = _worker_item(
                 q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
                 state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, at0,
                 HV, TV, STAGES, MAKE_TBETA,
             )  # fmt: skip
+            if STAMPS:
+                _stamp(stamps, stamp_rows, stamp_items, m, 3, at0, 4)
             m += 1
             it = _take(items, item_bars, item_free, m, 4)
     else:
-        _worker_item(
+        if STAMPS:
+            _stamp(stamps, stamp_rows, stamp_items, 0, 2, it, 4)
+        at0 = _worker_item(
             q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
             state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, 0,
             HV, TV, STAGES, MAKE_TBETA,
         )  # fmt: skip
+        if STAMPS:
+            _stamp(stamps, stamp_rows, stamp_items, 0, 3, at0, 4)
 
 
 @gluon.jit
@@ -430,32 +441,63 @@ def _worker_item(
 def _state(
     q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
     o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free, n_items,
-    seg_chunks, N, pool_slot_stride, scale,
+    seg_chunks, N, pool_slot_stride, scale, stamps, stamp_rows, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr,
+    TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr, STAMPS: gl.constexpr,
 ):  # fmt: skip
     """The state warpgroups: ``_state_item`` for each item the program runs (``PERSISTENT``: the first
-    its own, each next claimed there and published for the worker; else its one item)."""
+    its own, each next claimed there and published for the worker; else its one item); ``STAMPS``: each
+    item's start and end times (``_stamp``)."""
+    W: gl.constexpr = BV // 16
     it = gl.program_id(0)
     if PERSISTENT:
         m = 0  # the items this program ran before ``it``
         at0 = 0  # and their chunks
         copied = False  # whether the item before copied this one's first tiles in
         while it < n_items:
+            if STAMPS:
+                _stamp(stamps, stamp_rows, stamp_items, m, 0, it, W)
             it, at0, copied = _state_item(
                 q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
                 state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
                 n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied,
                 H, HV, K, V, BV, TV, STAGES, PERSISTENT,
             )  # fmt: skip
+            if STAMPS:
+                _stamp(stamps, stamp_rows, stamp_items, m, 1, at0, W)
             m += 1
     else:
-        _state_item(
+        if STAMPS:
+            _stamp(stamps, stamp_rows, stamp_items, 0, 0, it, W)
+        _, at0, _ = _state_item(
             q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
             state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
             n_items, seg_chunks, N, pool_slot_stride, scale, it, 0, 0, False,
             H, HV, K, V, BV, TV, STAGES, PERSISTENT,
         )  # fmt: skip
+        if STAMPS:
+            _stamp(stamps, stamp_rows, stamp_items, 0, 1, at0, W)
+
+
+@gluon.jit
+def _stamp(stamps, rows, items, m, k, value, W: gl.constexpr):
+    """For ``benchmarks/gdn_fused_timeline.py`` (``STAMPS``): the global timer (ns) and ``value`` into
+    field ``k`` of this program's row for its m-th item in ``stamps`` ([rows, items, 8, 2] int64: fields
+    0 / 1 the state warpgroups' start (the item) and end (its program's chunks so far), 2 / 3 the
+    worker's; the SM in field 4), from one thread of a partition of ``W`` warps; nothing past the
+    buffer's rows or items."""
+    one: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+    r = gl.arange(0, 32 * W, layout=one)
+    now = gl.inline_asm_elementwise(
+        "mov.u64 $0, %globaltimer;", "=l,r", [r], dtype=gl.int64, is_pure=False, pack=1
+    )
+    sm = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [r], dtype=gl.int32, is_pure=False, pack=1)
+    pid = gl.program_id(0)
+    at = stamps + ((pid.to(gl.int64) * items + m) * 8 + k) * 2
+    keep = (r == 0) & (pid < rows) & (m < items)
+    gl.store(at + r * 0, now, mask=keep)
+    gl.store(at + 1 + r * 0, gl.zeros_like(now) + value, mask=keep)
+    gl.store(stamps + ((pid.to(gl.int64) * items + m) * 8 + 4) * 2 + r * 0, sm.to(gl.int64), mask=keep)
 
 
 @gluon.jit
@@ -627,9 +669,10 @@ def _state_item(
 def _gdn_gluon_fused_state_kernel(
     q_desc, k_desc, v_desc, o_desc, t_desc,
     o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
-    pool_slot_stride, scale, seg_chunks, N, n_tokens, counter, n_items,
+    pool_slot_stride, scale, seg_chunks, N, n_tokens, counter, n_items, stamps, stamp_rows, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
+    STAMPS: gl.constexpr = False,
 ):  # fmt: skip
     # Persistent: P programs (at most one an SM), program p first running item p, then each next item
     # not yet taken (``counter``: claimed as the hardware would hand a free SM the next program, so that
@@ -667,11 +710,12 @@ def _gdn_gluon_fused_state_kernel(
         [
             (_state, (q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
                       o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars,
-                      item_free, n_items, seg_chunks, N, pool_slot_stride, scale, H, HV, K, V, BV, TV, STAGES,
-                      PERSISTENT)),
+                      item_free, n_items, seg_chunks, N, pool_slot_stride, scale, stamps, stamp_rows,
+                      stamp_items, H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS)),
             (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums,
                        schedule, state_indices, items, item_bars, item_free, n_items, seg_chunks, N,
-                       n_tokens, scale, gl.log2(scale), HV, TV, STAGES, MAKE_TBETA, PERSISTENT)),
+                       n_tokens, scale, gl.log2(scale), stamps, stamp_rows, stamp_items, HV, TV, STAGES,
+                       MAKE_TBETA, PERSISTENT, STAMPS)),
         ],
         [4],
         [WORKER_REGS],
@@ -703,12 +747,14 @@ def launch_gate_sums(g, cu_seqlens, schedule, N: int, seg_chunks: int) -> GateSu
 
 def launch_state(
     q, k, v, g, beta, tbeta, o, state_pool, state_indices, schedule, start, carry, scale: float,
-    config: LaunchConfig, made: GateSums | None = None,
+    config: LaunchConfig, made: GateSums | None = None, stamps: torch.Tensor | None = None,
 ) -> None:  # fmt: skip
     """Launch 3 of ``chunk_state`` in this form: the state pass over every segment with the intra
     launch's work and the output fused in, on the schedule and the segment and carry launches' initial
     states (``start`` / ``carry``: None where no sequence can be split); updates the pool in place.
-    ``made``: ``launch_gate_sums``'s, given exactly where the worker makes Tβ. ``supported(q, k, v)``
+    ``made``: ``launch_gate_sums``'s, given exactly where the worker makes Tβ. ``stamps`` (int64
+    [rows, items, 8, 2], ``benchmarks/gdn_fused_timeline.py``): each program's items' start and end times
+    written there (``_stamp``; rows and items past the buffer's are left out). ``supported(q, k, v)``
     true."""
     make = worker_makes_tbeta(config)
     if make != (made is not None):
@@ -733,8 +779,9 @@ def launch_state(
     _gdn_gluon_fused_state_kernel[(programs,)](
         *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
         state_pool.stride(0), float(scale), config.seg_chunks, N, T, counter, n_items,
+        counter if stamps is None else stamps, *((0, 0) if stamps is None else stamps.shape[:2]),
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
-        MAKE_TBETA=make, PERSISTENT=persistent, num_warps=BLOCK_V // 16,
+        MAKE_TBETA=make, PERSISTENT=persistent, STAMPS=stamps is not None, num_warps=BLOCK_V // 16,
     )  # fmt: skip
 
 

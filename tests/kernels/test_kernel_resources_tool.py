@@ -117,9 +117,10 @@ def test_the_fused_state_pass_compiles_with_its_worker_warpgroup_and_fits_an_sm(
     row = re.compile(r"gluon_fused\s+(\S.*?)\s+(\d+)\s+\d+\s+(\d+)\s+(\d+)\s+([\d.]+)\s+(\d+)\s")
     rows = {m.group(1): m.groups()[1:] for m in map(row.match, done.stdout.splitlines()) if m}
     # Tβ made by the worker (the default, one item a program or persistent, also at K = 64; those two
-    # persistent) and copied in (persistent)
+    # persistent) and copied in (persistent); and the build benchmarks/gdn_fused_timeline.py runs (time
+    # stamps at each item's ends: a diagnostic, whose spills are not the default's, so no bound on them)
     made = {"default", "persistent", "K=64"}
-    assert set(rows) == {"Tβ loaded"} | made, done.stdout
+    assert set(rows) == {"Tβ loaded", "stamped"} | made, done.stdout
     for variant, (warps, regs, spills, smem, fit) in rows.items():
         # the state warpgroups' warps launched (the worker's four are added by warp_specialize: 384
         # threads, 168 registers a thread at entry)
@@ -128,7 +129,8 @@ def test_the_fused_state_pass_compiles_with_its_worker_warpgroup_and_fits_an_sm(
         # none where the worker copies Tβ in; where it makes Tβ (at 120 registers a thread), persistent,
         # a register or two (16 B on 12-06: one in the worker's loop, 2 local accesses a chunk); more is a
         # regression on the pass's pace, which is the worker's chain
-        assert int(spills) <= 32 if variant in made else int(spills) == 0, done.stdout
+        if variant != "stamped":
+            assert int(spills) <= 32 if variant in made else int(spills) == 0, done.stdout
     # one item a program, the worker making Tβ spills nothing (the persistent form's one spilled register
     # is why batches of few items an SM keep that form: chunk_gluon_fused.PERSISTENT_ITEMS)
     assert int(rows["default"][2]) == 0, done.stdout

@@ -14,6 +14,7 @@ CHUNKED = str(ROOT / "benchmarks" / "chunked_prefill_probe.py")
 INTRA = str(ROOT / "benchmarks" / "gdn_intra_probe.py")
 KERNEL_TIMES = str(ROOT / "benchmarks" / "gdn_kernel_times.py")
 TIMELINE = str(ROOT / "benchmarks" / "gdn_windows_timeline.py")
+FUSED_TIMELINE = str(ROOT / "benchmarks" / "gdn_fused_timeline.py")
 PREFILL = str(ROOT / "benchmarks" / "gdn_prefill_probe.py")
 PROFILE = str(ROOT / "benchmarks" / "gdn_prefill_profile.py")
 BENCH = str(ROOT / "benchmarks" / "gdn_bench.py")
@@ -154,6 +155,7 @@ def test_every_configuration_of_the_prefill_probes_sweep_is_one_it_accepts():
         (INTRA, ["--variants", f"a={FUSED_COPY}"], "--out"),
         (KERNEL_TIMES, [], "--out"),
         (TIMELINE, [], "--out"),
+        (FUSED_TIMELINE, [], "--out"),
         (CHUNKED, ["--op", "kda"], "--out"),
         (TILES, ["--op", "kda"], "--out"),
         (BENCH, ["--only", "prefill"], "--out"),
@@ -161,8 +163,8 @@ def test_every_configuration_of_the_prefill_probes_sweep_is_one_it_accepts():
         (RECURRENT, [], "--out"),
     ],
     ids=[
-        "prefill-probe", "intra-probe", "kernel-times", "windows-timeline", "chunked-probe", "tile-probe",
-        "bench", "precision", "recurrent-probe",
+        "prefill-probe", "intra-probe", "kernel-times", "windows-timeline", "fused-timeline", "chunked-probe",
+        "tile-probe", "bench", "precision", "recurrent-probe",
     ],
 )  # fmt: skip
 def test_an_out_folder_that_cannot_be_made_is_a_usage_error_before_any_gpu_work(tmp_path, tool, args, option):
@@ -179,6 +181,7 @@ def test_an_out_folder_that_cannot_be_made_is_a_usage_error_before_any_gpu_work(
         (CHUNKED, ["--op", "kda", "--cases", "T=5"]),
         (PRECISION, ["--cases", "nope"]),
         (KERNEL_TIMES, ["--cases", "4by2048"]),
+        (FUSED_TIMELINE, ["--cases", "4by2048"]),
         (PREFILL, ["--variations", '[{"segments": 0}]']),
         (PRECISION, ["--against", "before=no_such_copy.py"]),
         (PREFILL, ["--against", "no_such_copy.py"]),
@@ -188,6 +191,7 @@ def test_an_out_folder_that_cannot_be_made_is_a_usage_error_before_any_gpu_work(
         "chunked-probe",
         "precision",
         "kernel-times",
+        "fused-timeline",
         "prefill-probe",
         "precision-copy",
         "prefill-copy",
@@ -211,6 +215,7 @@ NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU seen, on a GPU mac
         (INTRA, ["--variants", f"a={FUSED_COPY}"], True),
         (KERNEL_TIMES, [], True),
         (TIMELINE, [], True),
+        (FUSED_TIMELINE, [], True),
         (CHUNKED, ["--op", "kda"], True),
         (TILES, ["--op", "kda"], True),
         (BENCH, ["--only", "prefill"], True),
@@ -220,8 +225,8 @@ NO_GPU = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # no GPU seen, on a GPU mac
         (PROFILE, [], False),
     ],
     ids=[
-        "prefill-probe", "intra-probe", "kernel-times", "windows-timeline", "chunked-probe", "tile-probe",
-        "bench", "precision", "recurrent-probe", "memcheck", "profile",
+        "prefill-probe", "intra-probe", "kernel-times", "windows-timeline", "fused-timeline", "chunked-probe",
+        "tile-probe", "bench", "precision", "recurrent-probe", "memcheck", "profile",
     ],
 )  # fmt: skip
 def test_a_tool_without_its_gpu_says_so_as_a_usage_error_and_makes_no_out_folder(tmp_path, tool, args, out):

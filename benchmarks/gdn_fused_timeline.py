@@ -1,0 +1,136 @@
+"""When each program of the fused state pass (``kernels/gdn/chunk_gluon_fused.py``) starts and ends each of
+its items, on both sides, for batch shapes: where the time between items goes (an sm_90 GPU).
+
+    python3 benchmarks/gdn_fused_timeline.py [--cases 16x2048,4x8192] [--out DIR]
+
+A case is ``NxL`` or a name of ``gdn_prefill_probe.CASES``. Each runs one eager prefill (after one to
+compile) with the pass built to stamp the global timer (``STAMPS``: its state warpgroups and its
+worker, each at every item's start and end; the stamped build's registers differ, so its chunk steps
+may differ a little from the plain one's) and prints, over all programs: the pass's span, the worker's
+and the state warpgroups' time an item and a chunk, and the gaps between one item's end and the next
+one's start on each side (persistent programs; a program an item shows none). Its question: whether a
+persistent program's item changes cost more than their handoff should (16×2048 runs the same 128
+chunk steps an SM as 4×8192 and takes ~25 µs longer). ``--out`` keeps each program's rows
+(``timeline.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.gdn_kernel_times import seqlens_of  # noqa: E402
+from benchmarks.out_folder import out_dir  # noqa: E402
+
+# Rows (programs) and items a program the stamp buffer holds: a persistent pass has one program an SM,
+# a pass of one program an item as many as items (4×8192: 128)
+ROWS, ITEMS = 4096, 64
+# The buffer's fields (``chunk_gluon_fused._stamp``): each a (ns, value) pair
+STATE_START, STATE_END, WORKER_START, WORKER_END, SM = range(5)
+
+
+def programs(stamps) -> list[dict]:
+    """Each program's items from the pass's stamp buffer ([rows, items, 8, 2], -1 where unwritten): its
+    SM and, per item, the item index, the state warpgroups' and the worker's start and end (ns) and the
+    chunks the item ran."""
+    rows = []
+    for pid, program in enumerate(stamps.tolist()):
+        items = []
+        done = 0  # the program's chunks before the item
+        for item in program:
+            if item[STATE_START][0] < 0 or item[WORKER_END][0] < 0:
+                break
+            chunks = item[STATE_END][1] - done
+            done = item[STATE_END][1]
+            items.append(
+                dict(
+                    item=item[STATE_START][1],
+                    state=(item[STATE_START][0], item[STATE_END][0]),
+                    worker=(item[WORKER_START][0], item[WORKER_END][0]),
+                    chunks=chunks,
+                )
+            )
+        if items:
+            rows.append(dict(program=pid, sm=program[0][SM][0], items=items))
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """The span (µs), the medians over items of each side's time an item and a chunk (µs), and each side's
+    gaps between an item's end and the next one's start (µs: median, max; none for one item a
+    program)."""
+    if not rows:
+        raise ValueError("the pass stamped no item: nothing to summarise")
+    t0 = min(item["state"][0] for row in rows for item in row["items"])
+    t1 = max(max(item["state"][1], item["worker"][1]) for row in rows for item in row["items"])
+    out = dict(programs=len(rows), items=sum(len(row["items"]) for row in rows), span_us=(t1 - t0) / 1e3)
+    for side in ("state", "worker"):
+        spans = [(item[side][1] - item[side][0], item["chunks"]) for row in rows for item in row["items"]]
+        out[f"{side}_item_us"] = statistics.median(ns for ns, _ in spans) / 1e3
+        out[f"{side}_chunk_us"] = (
+            statistics.median(ns / c for ns, c in spans if c > 0) / 1e3 if spans else 0.0
+        )
+        gaps = [
+            (b[side][0] - a[side][1]) / 1e3 for row in rows for a, b in zip(row["items"], row["items"][1:])
+        ]
+        out[f"{side}_gap_us"] = (statistics.median(gaps), max(gaps)) if gaps else None
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", default="16x2048,4x8192")
+    parser.add_argument("--out", default=os.environ.get("OUT"))
+    args = parser.parse_args()
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    if not cases:
+        parser.error("--cases: none given")
+    try:
+        lengths = {case: seqlens_of(case) for case in cases}
+    except ValueError as err:
+        parser.error(f"--cases: {err}")
+    out_dir(parser, args.out, needs="an sm_90 GPU (the fused pass is Gluon for sm_90)", sm90=True)
+
+    import torch
+
+    from benchmarks.gdn_prefill_probe import make_case
+    from stampgen.kernels.gdn import chunk, chunk_gluon_fused
+
+    plain = chunk_gluon_fused.launch_state
+    for case in cases:
+        inputs = make_case(lengths[case])
+        stamps = torch.full((ROWS, ITEMS, 8, 2), -1, dtype=torch.int64, device="cuda")
+        chunk_gluon_fused.launch_state = functools.partial(plain, stamps=stamps)
+        try:
+            for _ in range(2):  # the first compiles the stamped build
+                stamps.fill_(-1)
+                chunk.prefill(**(inputs | dict(state_pool=inputs["state_pool"].clone())))
+            torch.cuda.synchronize()
+        finally:
+            chunk_gluon_fused.launch_state = plain
+        rows = programs(stamps.cpu())
+        if not rows:
+            sys.exit(f"{case}: the fused pass did not run (it applies to bf16 batches on sm_90)")
+        s = summary(rows)
+        print(
+            f"{case}: {s['programs']} programs, {s['items']} items, span {s['span_us']:.1f} µs; "
+            f"an item: worker {s['worker_item_us']:.1f} µs ({s['worker_chunk_us']:.2f} a chunk), "
+            f"state {s['state_item_us']:.1f} µs ({s['state_chunk_us']:.2f} a chunk)"
+        )
+        for side in ("worker", "state"):
+            gap = s[f"{side}_gap_us"]
+            if gap:
+                print(f"    {side} between items: median {gap[0]:.2f} µs, max {gap[1]:.2f} µs")
+        if args.out:
+            with open(os.path.join(args.out, "timeline.jsonl"), "a") as out:
+                out.write(json.dumps(dict(case=case, summary=s, programs=rows)) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,53 @@
+"""``benchmarks/gdn_fused_timeline.py`` reads the fused pass's stamp buffer (``chunk_gluon_fused._stamp``'s
+layout) into each program's items and sums them up: checked here on a buffer written by hand."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks import gdn_fused_timeline as timeline  # noqa: E402
+
+
+def _buffer(programs: list[list[tuple]]) -> torch.Tensor:
+    """A stamp buffer with, for each program, items (item, state start, state end, worker start, worker
+    end, chunks) on SM 7 + its index; -1 elsewhere, as the tool allocates it."""
+    stamps = torch.full((4, 3, 8, 2), -1, dtype=torch.int64)
+    for pid, items in enumerate(programs):
+        done = 0
+        for m, (item, s0, s1, w0, w1, chunks) in enumerate(items):
+            done += chunks
+            stamps[pid, m, timeline.STATE_START] = torch.tensor([s0, item])
+            stamps[pid, m, timeline.STATE_END] = torch.tensor([s1, done])
+            stamps[pid, m, timeline.WORKER_START] = torch.tensor([w0, item])
+            stamps[pid, m, timeline.WORKER_END] = torch.tensor([w1, done])
+            stamps[pid, m, timeline.SM] = torch.tensor([7 + pid, 0])
+    return stamps
+
+
+def test_items_chunks_and_the_gaps_between_items_come_from_the_stamps():
+    # program 0: two items of 32 chunks (the second starting 5 µs / 2 µs after the first's end on the
+    # state / worker side); program 1: one item of 16 chunks; program 2: nothing stamped
+    stamps = _buffer(
+        [
+            [(0, 1_000, 101_000, 1_000, 99_000, 32), (5, 106_000, 206_000, 101_000, 200_000, 32)],
+            [(1, 2_000, 52_000, 2_000, 51_000, 16)],
+        ]
+    )
+    rows = timeline.programs(stamps)
+    assert [row["program"] for row in rows] == [0, 1] and [row["sm"] for row in rows] == [7, 8]
+    assert [(i["item"], i["chunks"]) for i in rows[0]["items"]] == [(0, 32), (5, 32)]
+    assert rows[1]["items"][0]["chunks"] == 16
+    s = timeline.summary(rows)
+    assert s["programs"] == 2 and s["items"] == 3
+    assert s["span_us"] == pytest.approx(205.0)  # first state start 1 µs, last end 206 µs
+    assert s["state_gap_us"] == pytest.approx((5.0, 5.0)) and s["worker_gap_us"] == pytest.approx((2.0, 2.0))
+    assert s["state_item_us"] == pytest.approx(100.0)  # median of 100, 100, 50
+    assert s["worker_chunk_us"] == pytest.approx(98 / 32)  # median of 98/32, 99/32, 49/16
+
+
+def test_a_buffer_with_no_item_is_refused_rather_than_summed_to_nothing():
+    with pytest.raises(ValueError, match="stamped no item"):
+        timeline.summary(timeline.programs(_buffer([])))
