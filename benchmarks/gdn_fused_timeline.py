@@ -25,20 +25,28 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 import benchmarks.checkout  # noqa: E402, F401  (stampgen from this checkout if not installed)
+from benchmarks.gdn_bench import HV, V  # noqa: E402
 from benchmarks.gdn_kernel_times import seqlens_of  # noqa: E402
 from benchmarks.out_folder import out_dir  # noqa: E402
+from stampgen.kernels.gdn import chunk, chunk_gluon_fused  # noqa: E402
 
-# Rows (programs) and items a program the stamp buffer holds: a persistent pass has one program an SM,
-# a pass of one program an item as many as items (4×8192: 128)
-ROWS, ITEMS = 4096, 64
-# The buffer's fields (``chunk_gluon_fused._stamp``): each a (ns, value) pair
-STATE_START, STATE_END, WORKER_START, WORKER_END, SM = range(5)
+# The stamp buffer's fields (``chunk_gluon_fused._stamp``), each a (ns, value) pair
+STATE_START, STATE_END, WORKER_START, WORKER_END, SM = (
+    field.value
+    for field in (
+        chunk_gluon_fused.STAMP_STATE_START,
+        chunk_gluon_fused.STAMP_STATE_END,
+        chunk_gluon_fused.STAMP_WORKER_START,
+        chunk_gluon_fused.STAMP_WORKER_END,
+        chunk_gluon_fused.STAMP_SM,
+    )
+)
 
 
 def programs(stamps) -> list[dict]:
-    """Each program's items from the pass's stamp buffer ([rows, items, 8, 2], -1 where unwritten): its
-    SM and, per item, the item index, the state warpgroups' and the worker's start and end (ns) and the
-    chunks the item ran."""
+    """Each program's items from the pass's stamp buffer ([programs, items, STAMP_FIELDS, 2], -1 where
+    unwritten): its SM and, per item, the item index, the state warpgroups' and the worker's start and
+    end (ns) and the chunks the item ran."""
     rows = []
     for pid, program in enumerate(stamps.tolist()):
         items = []
@@ -83,6 +91,30 @@ def summary(rows: list[dict]) -> dict:
     return out
 
 
+def stamped_call(inputs: dict):
+    """The stamp buffer of one eager prefill on ``inputs`` with the fused pass built with ``STAMPS``
+    (after one call that compiles that build), sized by the pass (``launch_state``'s ``stamps``); None if
+    the fused pass did not run."""
+    import torch
+
+    buffers = []
+
+    def buffer(n_programs: int, items: int) -> torch.Tensor:
+        shape = (n_programs, items, chunk_gluon_fused.STAMP_FIELDS.value, 2)
+        buffers.append(torch.full(shape, -1, dtype=torch.int64, device="cuda"))
+        return buffers[-1]
+
+    plain = chunk_gluon_fused.launch_state
+    chunk_gluon_fused.launch_state = functools.partial(plain, stamps=buffer)
+    try:
+        for _ in range(2):
+            chunk.prefill(**(inputs | dict(state_pool=inputs["state_pool"].clone())))
+        torch.cuda.synchronize()
+    finally:
+        chunk_gluon_fused.launch_state = plain
+    return buffers[-1] if buffers else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="16x2048,4x8192")
@@ -95,28 +127,23 @@ def main() -> None:
         lengths = {case: seqlens_of(case) for case in cases}
     except ValueError as err:
         parser.error(f"--cases: {err}")
+    # (the eager call's own choice: one sequence takes chunk_gluon, not the fused pass)
+    unfused = [
+        case
+        for case, seqlens in lengths.items()
+        if not chunk.launch_config(sum(seqlens), len(seqlens), HV, V, interpret=False).gluon_fused
+    ]
+    if unfused:
+        parser.error(f"--cases: {', '.join(unfused)} do not run the fused pass (a batch does)")
     out_dir(parser, args.out, needs="an sm_90 GPU (the fused pass is Gluon for sm_90)", sm90=True)
 
-    import torch
-
     from benchmarks.gdn_prefill_probe import make_case
-    from stampgen.kernels.gdn import chunk, chunk_gluon_fused
 
-    plain = chunk_gluon_fused.launch_state
     for case in cases:
-        inputs = make_case(lengths[case])
-        stamps = torch.full((ROWS, ITEMS, 8, 2), -1, dtype=torch.int64, device="cuda")
-        chunk_gluon_fused.launch_state = functools.partial(plain, stamps=stamps)
-        try:
-            for _ in range(2):  # the first compiles the stamped build
-                stamps.fill_(-1)
-                chunk.prefill(**(inputs | dict(state_pool=inputs["state_pool"].clone())))
-            torch.cuda.synchronize()
-        finally:
-            chunk_gluon_fused.launch_state = plain
-        rows = programs(stamps.cpu())
-        if not rows:
-            sys.exit(f"{case}: the fused pass did not run (it applies to bf16 batches on sm_90)")
+        stamps = stamped_call(make_case(lengths[case]))
+        rows = [] if stamps is None else programs(stamps.cpu())
+        if not rows:  # (its supported() refused the inputs: not bf16 on sm_90)
+            sys.exit(f"{case}: the fused pass stamped no item")
         s = summary(rows)
         print(
             f"{case}: {s['programs']} programs, {s['items']} items, span {s['span_us']:.1f} µs; "

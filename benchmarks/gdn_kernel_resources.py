@@ -105,7 +105,6 @@ ARG_TYPES = dict(
     n_items="i32",
     counter="*i32",
     stamps=I64P,
-    stamp_rows="i32",
     stamp_items="i32",
     seg_chunks="i32",
     N="i32",

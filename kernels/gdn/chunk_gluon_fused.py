@@ -67,6 +67,7 @@ decay is made (spills at 120).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -115,6 +116,13 @@ BLOCK_V = 128  # two state warpgroups of 64 rows of Sᵀ
 # item after a program's first saves the SM's emptying and refilling, while the worker's one spilled
 # register costs every chunk (the persistent state step's longer loop measured nothing: RESULTS.md)
 PERSISTENT_ITEMS = 2
+# The fields of a program's stamp row for one item (``STAMPS``, ``_stamp``; read by
+# benchmarks/gdn_fused_timeline.py), each a pair (global timer in ns, a value): the state warpgroups' start
+# (the item) and end (the program's chunks so far), the worker's start and end (the same), the SM
+STAMP_STATE_START, STAMP_STATE_END, STAMP_WORKER_START, STAMP_WORKER_END, STAMP_SM = (
+    gl.constexpr(field) for field in range(5)
+)
+STAMP_FIELDS = gl.constexpr(5)
 # The worker warpgroup's registers a thread (``setmaxnreg``); the state warpgroups get what is left of
 # the SM's 64 K (Triton: 200 a thread beside 96–104, 192 beside 112–120).
 WORKER_REGS = 120
@@ -331,8 +339,7 @@ def _next_item(
 @gluon.jit
 def _worker(
     q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule, state_indices,
-    items, item_bars, item_free, n_items, seg_chunks, N, n_tokens, scale, log2_scale, stamps, stamp_rows,
-    stamp_items,
+    items, item_bars, item_free, n_items, seg_chunks, N, n_tokens, scale, log2_scale, stamps, stamp_items,
     HV: gl.constexpr, TV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
     STAMPS: gl.constexpr,
 ):  # fmt: skip
@@ -346,26 +353,26 @@ def _worker(
         at0 = 0  # and their chunks
         while it < n_items:
             if STAMPS:
-                _stamp(stamps, stamp_rows, stamp_items, m, 2, it, 4)
+                _stamp(stamps, stamp_items, m, STAMP_WORKER_START, it, 4)
             at0 = _worker_item(
                 q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
                 state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, at0,
                 HV, TV, STAGES, MAKE_TBETA,
             )  # fmt: skip
             if STAMPS:
-                _stamp(stamps, stamp_rows, stamp_items, m, 3, at0, 4)
+                _stamp(stamps, stamp_items, m, STAMP_WORKER_END, at0, 4)
             m += 1
             it = _take(items, item_bars, item_free, m, 4)
     else:
         if STAMPS:
-            _stamp(stamps, stamp_rows, stamp_items, 0, 2, it, 4)
+            _stamp(stamps, stamp_items, 0, STAMP_WORKER_START, it, 4)
         at0 = _worker_item(
             q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
             state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, 0,
             HV, TV, STAGES, MAKE_TBETA,
         )  # fmt: skip
         if STAMPS:
-            _stamp(stamps, stamp_rows, stamp_items, 0, 3, at0, 4)
+            _stamp(stamps, stamp_items, 0, STAMP_WORKER_END, at0, 4)
 
 
 @gluon.jit
@@ -441,7 +448,7 @@ def _worker_item(
 def _state(
     q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
     o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free, n_items,
-    seg_chunks, N, pool_slot_stride, scale, stamps, stamp_rows, stamp_items,
+    seg_chunks, N, pool_slot_stride, scale, stamps, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr, STAMPS: gl.constexpr,
 ):  # fmt: skip
@@ -456,7 +463,7 @@ def _state(
         copied = False  # whether the item before copied this one's first tiles in
         while it < n_items:
             if STAMPS:
-                _stamp(stamps, stamp_rows, stamp_items, m, 0, it, W)
+                _stamp(stamps, stamp_items, m, STAMP_STATE_START, it, W)
             it, at0, copied = _state_item(
                 q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
                 state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
@@ -464,11 +471,11 @@ def _state(
                 H, HV, K, V, BV, TV, STAGES, PERSISTENT,
             )  # fmt: skip
             if STAMPS:
-                _stamp(stamps, stamp_rows, stamp_items, m, 1, at0, W)
+                _stamp(stamps, stamp_items, m, STAMP_STATE_END, at0, W)
             m += 1
     else:
         if STAMPS:
-            _stamp(stamps, stamp_rows, stamp_items, 0, 0, it, W)
+            _stamp(stamps, stamp_items, 0, STAMP_STATE_START, it, W)
         _, at0, _ = _state_item(
             q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
             state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
@@ -476,28 +483,26 @@ def _state(
             H, HV, K, V, BV, TV, STAGES, PERSISTENT,
         )  # fmt: skip
         if STAMPS:
-            _stamp(stamps, stamp_rows, stamp_items, 0, 1, at0, W)
+            _stamp(stamps, stamp_items, 0, STAMP_STATE_END, at0, W)
 
 
 @gluon.jit
-def _stamp(stamps, rows, items, m, k, value, W: gl.constexpr):
+def _stamp(stamps, items, m, field, value, W: gl.constexpr):
     """For ``benchmarks/gdn_fused_timeline.py`` (``STAMPS``): the global timer (ns) and ``value`` into
-    field ``k`` of this program's row for its m-th item in ``stamps`` ([rows, items, 8, 2] int64: fields
-    0 / 1 the state warpgroups' start (the item) and end (its program's chunks so far), 2 / 3 the
-    worker's; the SM in field 4), from one thread of a partition of ``W`` warps; nothing past the
-    buffer's rows or items."""
+    ``field`` (``STAMP_*``) of this program's row for its m-th item in ``stamps`` ([programs, items,
+    STAMP_FIELDS, 2] int64), and the SM into ``STAMP_SM``; from one thread of a partition of ``W``
+    warps."""
     one: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
     r = gl.arange(0, 32 * W, layout=one)
     now = gl.inline_asm_elementwise(
         "mov.u64 $0, %globaltimer;", "=l,r", [r], dtype=gl.int64, is_pure=False, pack=1
     )
     sm = gl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r,r", [r], dtype=gl.int32, is_pure=False, pack=1)
-    pid = gl.program_id(0)
-    at = stamps + ((pid.to(gl.int64) * items + m) * 8 + k) * 2
-    keep = (r == 0) & (pid < rows) & (m < items)
-    gl.store(at + r * 0, now, mask=keep)
-    gl.store(at + 1 + r * 0, gl.zeros_like(now) + value, mask=keep)
-    gl.store(stamps + ((pid.to(gl.int64) * items + m) * 8 + 4) * 2 + r * 0, sm.to(gl.int64), mask=keep)
+    row = stamps + (gl.program_id(0).to(gl.int64) * items + m) * (STAMP_FIELDS * 2) + r * 0
+    first = r == 0
+    gl.store(row + field * 2, now, mask=first)
+    gl.store(row + field * 2 + 1, gl.zeros_like(now) + value, mask=first)
+    gl.store(row + STAMP_SM * 2, sm.to(gl.int64), mask=first)
 
 
 @gluon.jit
@@ -669,7 +674,7 @@ def _state_item(
 def _gdn_gluon_fused_state_kernel(
     q_desc, k_desc, v_desc, o_desc, t_desc,
     o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
-    pool_slot_stride, scale, seg_chunks, N, n_tokens, counter, n_items, stamps, stamp_rows, stamp_items,
+    pool_slot_stride, scale, seg_chunks, N, n_tokens, counter, n_items, stamps, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
     STAMPS: gl.constexpr = False,
@@ -710,11 +715,11 @@ def _gdn_gluon_fused_state_kernel(
         [
             (_state, (q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
                       o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars,
-                      item_free, n_items, seg_chunks, N, pool_slot_stride, scale, stamps, stamp_rows,
+                      item_free, n_items, seg_chunks, N, pool_slot_stride, scale, stamps,
                       stamp_items, H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS)),
             (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums,
                        schedule, state_indices, items, item_bars, item_free, n_items, seg_chunks, N,
-                       n_tokens, scale, gl.log2(scale), stamps, stamp_rows, stamp_items, HV, TV, STAGES,
+                       n_tokens, scale, gl.log2(scale), stamps, stamp_items, HV, TV, STAGES,
                        MAKE_TBETA, PERSISTENT, STAMPS)),
         ],
         [4],
@@ -747,15 +752,15 @@ def launch_gate_sums(g, cu_seqlens, schedule, N: int, seg_chunks: int) -> GateSu
 
 def launch_state(
     q, k, v, g, beta, tbeta, o, state_pool, state_indices, schedule, start, carry, scale: float,
-    config: LaunchConfig, made: GateSums | None = None, stamps: torch.Tensor | None = None,
+    config: LaunchConfig, made: GateSums | None = None, stamps: Callable[[int, int], torch.Tensor] | None = None,
 ) -> None:  # fmt: skip
     """Launch 3 of ``chunk_state`` in this form: the state pass over every segment with the intra
     launch's work and the output fused in, on the schedule and the segment and carry launches' initial
     states (``start`` / ``carry``: None where no sequence can be split); updates the pool in place.
-    ``made``: ``launch_gate_sums``'s, given exactly where the worker makes Tβ. ``stamps`` (int64
-    [rows, items, 8, 2], ``benchmarks/gdn_fused_timeline.py``): each program's items' start and end times
-    written there (``_stamp``; rows and items past the buffer's are left out). ``supported(q, k, v)``
-    true."""
+    ``made``: ``launch_gate_sums``'s, given exactly where the worker makes Tβ. ``stamps``
+    (``benchmarks/gdn_fused_timeline.py``): called with the pass's programs and the most items one may
+    run, it returns the int64 buffer [programs, items, STAMP_FIELDS, 2] that the pass built with
+    ``STAMPS`` writes each item's start and end times into (``_stamp``). ``supported(q, k, v)`` true."""
     make = worker_makes_tbeta(config)
     if make != (made is not None):
         raise ValueError("the gate sums (launch_gate_sums) go with a worker that makes Tβ, and only there")
@@ -776,12 +781,13 @@ def launch_state(
         sums, counter = made
     elif persistent:
         counter = torch.zeros(1, dtype=torch.int32, device=q.device)
+    stamped = None if stamps is None else stamps(programs, n_items if persistent else 1)
     _gdn_gluon_fused_state_kernel[(programs,)](
         *descs, o, tbeta, g, beta, sums, state_pool, state_indices, schedule, start, carry,
         state_pool.stride(0), float(scale), config.seg_chunks, N, T, counter, n_items,
-        counter if stamps is None else stamps, *((0, 0) if stamps is None else stamps.shape[:2]),
+        counter if stamped is None else stamped, 0 if stamped is None else stamped.shape[1],
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
-        MAKE_TBETA=make, PERSISTENT=persistent, STAMPS=stamps is not None, num_warps=BLOCK_V // 16,
+        MAKE_TBETA=make, PERSISTENT=persistent, STAMPS=stamped is not None, num_warps=BLOCK_V // 16,
     )  # fmt: skip
 
 

@@ -14,7 +14,7 @@ from benchmarks import gdn_fused_timeline as timeline  # noqa: E402
 def _buffer(programs: list[list[tuple]]) -> torch.Tensor:
     """A stamp buffer with, for each program, items (item, state start, state end, worker start, worker
     end, chunks) on SM 7 + its index; -1 elsewhere, as the tool allocates it."""
-    stamps = torch.full((4, 3, 8, 2), -1, dtype=torch.int64)
+    stamps = torch.full((4, 3, timeline.chunk_gluon_fused.STAMP_FIELDS.value, 2), -1, dtype=torch.int64)
     for pid, items in enumerate(programs):
         done = 0
         for m, (item, s0, s1, w0, w1, chunks) in enumerate(items):

@@ -236,3 +236,10 @@ def test_a_tool_without_its_gpu_says_so_as_a_usage_error_and_makes_no_out_folder
     done = _run(tool, *args, *(["--out", str(folder)] if out else []), env=NO_GPU)
     _assert_usage_error(done, ["needs", "GPU"])
     assert not folder.exists()
+
+
+def test_the_fused_timeline_refuses_a_case_that_does_not_run_the_fused_pass_before_any_gpu_work():
+    # one sequence runs chunk_gluon, not the fused pass: said by name, before the GPU check (so here too)
+    done = _run(FUSED_TIMELINE, "--cases", "16x2048,T=16384")
+    _assert_usage_error(done, ["T=16384", "fused pass"])
+    assert "16x2048" not in done.stderr.strip().splitlines()[-1]
