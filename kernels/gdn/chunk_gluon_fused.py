@@ -324,16 +324,44 @@ def _read_item(items, s, W: gl.constexpr):
 
 @gluon.jit
 def _next_item(
-    items, item_bars, item_free, m, claimed, schedule, state_indices, n_items, seg_chunks, N,
+    items, item_bars, item_free, m, claimed, schedule, state_indices, state_pool, pool_slot_stride, n_items,
+    seg_chunks, N,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, TV: gl.constexpr,
     W: gl.constexpr,
 ):  # fmt: skip
     """The state warpgroups' next item (``claimed``, their m-th) published for the worker, and what the
-    copies of its first tiles need: its index, first token, q / k and v columns, and chunks."""
+    copies of its first tiles need: its index, first token, q / k and v columns, and chunks. Where its
+    initial state is its pool row (its sequence's one segment), that row is fetched into L2 now, a few
+    steps before these warpgroups load it: every program's items end at about the same time in a batch
+    of equal sequences, and the rows' loads there (64 KiB a program) would otherwise all go to DRAM at
+    once, between two chunk steps."""
     it = _publish(items, item_bars, item_free, m, claimed, W)
-    _, _, _, hv, i_v, base, _, n_chunks = _item(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
+    row, n, slot, hv, i_v, base, _, n_chunks = _item(
+        schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
+    )
+    if (n_chunks > 0) & (gl.load(row + 4) == 1):
+        one: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+        piece: gl.constexpr = BV * K // W  # fp32 elements a warp: 8 KiB at BV = K = 128, W = 8
+        at = state_pool + slot.to(gl.int64) * pool_slot_stride + hv * (V * K) + i_v * (BV * K)
+        # one address a warp (its lanes alike): one bulk prefetch a warp
+        lanes = gl.arange(0, 32 * W, layout=one)
+        _prefetch_l2(at + (lanes // 32) * piece, gl.full([32 * W], piece * 4, gl.int32, one))
     col_qk, col_v = _columns(hv, i_v, H, HV, K, V, BV)
     return it, base, col_qk, col_v, n_chunks
+
+
+@gluon.jit
+def _prefetch_l2(ptrs, nbytes):
+    """``nbytes`` (a multiple of 16) from each of ``ptrs`` into L2 (one bulk prefetch for each distinct
+    address; nothing waits for it)."""
+    gl.inline_asm_elementwise(
+        "cp.async.bulk.prefetch.L2.global [$1], $2;\n\tmov.u32 $0, 0;",
+        "=r,l,r",
+        [ptrs, nbytes],
+        dtype=gl.int32,
+        is_pure=False,
+        pack=1,
+    )
 
 
 @gluon.jit
@@ -549,8 +577,8 @@ def _state_item(
     claimed = gl.zeros([32 * W], gl.int32, gl.BlockedLayout([1], [32], [W], [0]))
     if PERSISTENT and n_chunks < STAGES + 1:
         it_x, base_x, col_qk_x, col_v_x, n_x = _next_item(
-            items, item_bars, item_free, m + 1, _claim(counter, G, W), schedule, state_indices, n_items,
-            seg_chunks, N, H, HV, K, V, BV, TV, W,
+            items, item_bars, item_free, m + 1, _claim(counter, G, W), schedule, state_indices, state_pool,
+            pool_slot_stride, n_items, seg_chunks, N, H, HV, K, V, BV, TV, W,
         )  # fmt: skip
     col_qk, col_v = _columns(hv, i_v, H, HV, K, V, BV)
     o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
@@ -640,8 +668,8 @@ def _state_item(
         _output_tile(o_s.index(buf), out, dt)
         if PERSISTENT and c == n_chunks - (STAGES + 1):  # the claim's add has long returned
             it_x, base_x, col_qk_x, col_v_x, n_x = _next_item(
-                items, item_bars, item_free, m + 1, claimed, schedule, state_indices, n_items, seg_chunks,
-                N, H, HV, K, V, BV, TV, W,
+                items, item_bars, item_free, m + 1, claimed, schedule, state_indices, state_pool,
+                pool_slot_stride, n_items, seg_chunks, N, H, HV, K, V, BV, TV, W,
             )  # fmt: skip
 
     if n_chunks > 0:
