@@ -5,12 +5,15 @@ its items, on both sides, for batch shapes: where the time between items goes (a
 
 A case is ``NxL`` or a name of ``gdn_prefill_probe.CASES``. Each runs one eager prefill (after one to
 compile) with the pass built to stamp the global timer (``STAMPS``: its state warpgroups and its
-worker, each at every item's start and end; the stamped build's registers differ, so its chunk steps
-may differ a little from the plain one's) and prints, over all programs: the pass's span, the worker's
-and the state warpgroups' time an item and a chunk, and the gaps between one item's end and the next
-one's start on each side (persistent programs; a program an item shows none). Its question: whether a
-persistent program's item changes cost more than their handoff should (16×2048 runs the same 128
-chunk steps an SM as 4×8192 and takes ~25 µs longer). ``--out`` keeps each program's rows
+worker at every item's start and end, the state warpgroups also at the end of an item's first and last
+chunk steps; the stamped build spills, so its steps run slower than the plain one's: on 12-06 its pass
+took 506 µs on 16×2048 against 474.5) and prints, over all programs: the pass's span, the worker's and
+the state warpgroups' time an item and a chunk, the gaps between one item's end and the next one's
+start on each side (persistent programs; a program an item shows none), and the state warpgroups' item
+in three parts: its start to its first step's end, a step after that, its last step's end to its end.
+Its question: where a persistent program's items cost more than their chunks (16×2048 runs the same 128
+chunk steps an SM as 4×8192 and takes ~25 µs longer; on 12-06 the gaps between items were small and
+each item took 6–15 µs more than its chunks at 4×8192's rate). ``--out`` keeps each program's rows
 (``timeline.jsonl``).
 """
 
@@ -31,7 +34,7 @@ from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused  # noqa: E402
 
 # The stamp buffer's fields (``chunk_gluon_fused._stamp``), each a (ns, value) pair
-STATE_START, STATE_END, WORKER_START, WORKER_END, SM = (
+STATE_START, STATE_END, WORKER_START, WORKER_END, SM, STATE_FIRST, STATE_LAST = (
     field.value
     for field in (
         chunk_gluon_fused.STAMP_STATE_START,
@@ -39,6 +42,8 @@ STATE_START, STATE_END, WORKER_START, WORKER_END, SM = (
         chunk_gluon_fused.STAMP_WORKER_START,
         chunk_gluon_fused.STAMP_WORKER_END,
         chunk_gluon_fused.STAMP_SM,
+        chunk_gluon_fused.STAMP_STATE_FIRST,
+        chunk_gluon_fused.STAMP_STATE_LAST,
     )
 )
 
@@ -46,7 +51,8 @@ STATE_START, STATE_END, WORKER_START, WORKER_END, SM = (
 def programs(stamps) -> list[dict]:
     """Each program's items from the pass's stamp buffer ([programs, items, STAMP_FIELDS, 2], -1 where
     unwritten): its SM and, per item, the item index, the state warpgroups' and the worker's start and
-    end (ns) and the chunks the item ran."""
+    end (ns), the ends of the state warpgroups' first and last chunk steps (ns) and the chunks the item
+    ran."""
     rows = []
     for pid, program in enumerate(stamps.tolist()):
         items = []
@@ -61,6 +67,8 @@ def programs(stamps) -> list[dict]:
                     item=item[STATE_START][1],
                     state=(item[STATE_START][0], item[STATE_END][0]),
                     worker=(item[WORKER_START][0], item[WORKER_END][0]),
+                    # the ends of the state warpgroups' first and last chunk steps (-1: no chunk)
+                    steps=(item[STATE_FIRST][0], item[STATE_LAST][0]),
                     chunks=chunks,
                 )
             )
@@ -72,7 +80,9 @@ def programs(stamps) -> list[dict]:
 def summary(rows: list[dict]) -> dict:
     """The span (µs), the medians over items of each side's time an item and a chunk (µs), and each side's
     gaps between an item's end and the next one's start (µs: median, max; none for one item a
-    program)."""
+    program); and, over items of two chunks or more, the state warpgroups' item in three parts (µs,
+    medians): from its start to its first step's end, a step after that, from its last step's end to
+    its end — where an item's fixed cost goes."""
     if not rows:
         raise ValueError("the pass stamped no item: nothing to summarise")
     t0 = min(item["state"][0] for row in rows for item in row["items"])
@@ -88,6 +98,17 @@ def summary(rows: list[dict]) -> dict:
             (b[side][0] - a[side][1]) / 1e3 for row in rows for a, b in zip(row["items"], row["items"][1:])
         ]
         out[f"{side}_gap_us"] = (statistics.median(gaps), max(gaps)) if gaps else None
+    long = [item for row in rows for item in row["items"] if item["chunks"] >= 2]
+    out["state_parts_us"] = (
+        (
+            statistics.median(item["steps"][0] - item["state"][0] for item in long) / 1e3,
+            statistics.median((item["steps"][1] - item["steps"][0]) / (item["chunks"] - 1) for item in long)
+            / 1e3,
+            statistics.median(item["state"][1] - item["steps"][1] for item in long) / 1e3,
+        )
+        if long
+        else None
+    )
     return out
 
 
@@ -154,6 +175,12 @@ def main() -> None:
             gap = s[f"{side}_gap_us"]
             if gap:
                 print(f"    {side} between items: median {gap[0]:.2f} µs, max {gap[1]:.2f} µs")
+        if s["state_parts_us"]:
+            first, step, last = s["state_parts_us"]
+            print(
+                f"    state in an item: start to its first step's end {first:.2f} µs, a step after that "
+                f"{step:.2f} µs, its last step's end to its end {last:.2f} µs"
+            )
         if args.out:
             with open(os.path.join(args.out, "timeline.jsonl"), "a") as out:
                 out.write(json.dumps(dict(case=case, summary=s, programs=rows)) + "\n")

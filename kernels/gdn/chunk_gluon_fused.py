@@ -40,8 +40,10 @@ its own (item p); each next is the first not yet taken, claimed by the state war
 add ``STAGES + 1`` steps before the item's end — as the hardware hands an emptied SM the next program,
 so that items of unequal lengths still spread — and published to the worker in shared memory. The
 item's last ``STAGES − 1`` steps copy the next item's first tiles in, so the worker goes on to it while
-the state warpgroups store the last rows and load the next initial state, where a program an item
-leaves the SM to empty and refill. (``LaunchConfig.gluon_fused_programs`` asks for it on fewer
+the state warpgroups store the last rows and load the next initial state (its pool row fetched into L2
+when the item is published: on batches of equal sequences every program's items end together, and
+those 64 KiB loads would all reach DRAM at once; H200 12-06: 16×2048 0.4795 / 0.4797 against 0.4858 /
+0.4898 ms), where a program an item leaves the SM to empty and refill. (``LaunchConfig.gluon_fused_programs`` asks for it on fewer
 programs: for tests.) An H100 (12-06, ``benchmarks/gdn_intra_probe.py`` against the one-item form in
 one process): 16×2048 0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591 against 0.621–0.626,
 16k + 15×1k level (claimed statically, item p + k·P, it was 1.11 against 0.93: the programs that began
@@ -118,11 +120,13 @@ BLOCK_V = 128  # two state warpgroups of 64 rows of Sᵀ
 PERSISTENT_ITEMS = 2
 # The fields of a program's stamp row for one item (``STAMPS``, ``_stamp``; read by
 # benchmarks/gdn_fused_timeline.py), each a pair (global timer in ns, a value): the state warpgroups' start
-# (the item) and end (the program's chunks so far), the worker's start and end (the same), the SM
+# (the item) and end (the program's chunks so far), the worker's start and end (the same), the SM, and
+# the ends of the state warpgroups' first and last chunk steps (the chunk)
 STAMP_STATE_START, STAMP_STATE_END, STAMP_WORKER_START, STAMP_WORKER_END, STAMP_SM = (
     gl.constexpr(field) for field in range(5)
 )
-STAMP_FIELDS = gl.constexpr(5)
+STAMP_STATE_FIRST, STAMP_STATE_LAST = gl.constexpr(5), gl.constexpr(6)
+STAMP_FIELDS = gl.constexpr(7)
 # The worker warpgroup's registers a thread (``setmaxnreg``); the state warpgroups get what is left of
 # the SM's 64 K (Triton: 200 a thread beside 96–104, 192 beside 112–120).
 WORKER_REGS = 120
@@ -495,8 +499,8 @@ def _state(
             it, at0, copied = _state_item(
                 q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
                 state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
-                n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied,
-                H, HV, K, V, BV, TV, STAGES, PERSISTENT,
+                n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied, stamps, stamp_items,
+                H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS,
             )  # fmt: skip
             if STAMPS:
                 _stamp(stamps, stamp_items, m, STAMP_STATE_END, at0, W)
@@ -507,8 +511,8 @@ def _state(
         _, at0, _ = _state_item(
             q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
             state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
-            n_items, seg_chunks, N, pool_slot_stride, scale, it, 0, 0, False,
-            H, HV, K, V, BV, TV, STAGES, PERSISTENT,
+            n_items, seg_chunks, N, pool_slot_stride, scale, it, 0, 0, False, stamps, stamp_items,
+            H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS,
         )  # fmt: skip
         if STAMPS:
             _stamp(stamps, stamp_items, 0, STAMP_STATE_END, at0, W)
@@ -537,9 +541,9 @@ def _stamp(stamps, items, m, field, value, W: gl.constexpr):
 def _state_item(
     q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
     state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
-    n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied,
+    n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied, stamps, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-    TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr,
+    TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr, STAMPS: gl.constexpr,
 ):  # fmt: skip
     """The state warpgroups on item ``it`` (this program's m-th; ``at0`` chunks before it; ``copied``:
     its first tiles copied in by the item before): its initial state, its chunk steps on the worker's Tβ,
@@ -547,7 +551,7 @@ def _state_item(
     the next item claimed (``_claim``) and published for the worker (``_next_item``) ``STAGES + 1``
     steps before the end, and its first tiles copied in by the last ``STAGES − 1`` steps (where both
     have that many chunks), so that the worker starts on it while these warpgroups end this one.
-    Returns the next item, the chunks up to it, and whether its first tiles were copied in."""
+    ``STAMPS``: the ends of its first and last chunk steps (``_stamp``). Returns the next item, the chunks up to it, and whether its first tiles were copied in."""
     W: gl.constexpr = BV // 16
     acc_s: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, K, 16]
@@ -662,6 +666,11 @@ def _state_item(
         # every wgmma of the kernel, ``chunk_gluon_batch``)
         state, d_op, out, vn_op = warpgroup_mma_wait(num_outstanding=0, deps=(state, d_op, out, vn_op))
         mbarrier.arrive(free.index(buf), count=1)
+        if STAMPS:
+            if c == 0:
+                _stamp(stamps, stamp_items, m, STAMP_STATE_FIRST, at, W)
+            if c == n_chunks - 1:
+                _stamp(stamps, stamp_items, m, STAMP_STATE_LAST, at, W)
         # The output rows into their buffer now, not held into the next step (registers: the state
         # warpgroups have 192): the TMA store that last read it (two chunks before) was waited for
         # before this step's barrier; they leave by TMA after the next step's barrier
