@@ -1,6 +1,6 @@
 """Output folders of the benchmark tools (``--out``, and the resources tool's ``--sass`` / ``--listing``):
-made, parents too, right after the arguments are parsed, or a usage error saying why one cannot be (a
-file in its way, no permission) — not a traceback after minutes of GPU work. A tool that needs a GPU
+made, parents too, right after the arguments are parsed, or a usage error saying why one cannot be or
+cannot be written into (a file in its way, no permission) — not a traceback after minutes of GPU work. A tool that needs a GPU
 says so (``out_dir``'s ``needs``; ``require_gpu`` where it writes no folder): the folder is checked, then
 the GPU, and only then made, so a refused run leaves nothing behind and either refusal is the same usage
 error (exit 2)."""
@@ -29,6 +29,7 @@ def out_dir(
             os.makedirs(path, exist_ok=True)
         except OSError as err:
             parser.error(f"{option}: {err}")
+        _check_writable(parser, path, option)
     return path
 
 
@@ -54,3 +55,11 @@ def _check_makeable(parser: argparse.ArgumentParser, path: str | os.PathLike | N
         parser.error(f"{option}: {path}: {there} is not a folder")
     if there != wanted and not os.access(there, os.W_OK | os.X_OK):
         parser.error(f"{option}: {path}: cannot make a folder in {there} (permission denied)")
+    if there == wanted:  # (already there: the tool writes into it)
+        _check_writable(parser, path, option)
+
+
+def _check_writable(parser: argparse.ArgumentParser, path: str | os.PathLike, option: str) -> None:
+    """A usage error if this user may not write into the folder ``path``."""
+    if not os.access(path, os.W_OK | os.X_OK):
+        parser.error(f"{option}: {path}: cannot write into it (permission denied)")

@@ -243,3 +243,25 @@ def test_the_fused_timeline_refuses_a_case_that_does_not_run_the_fused_pass_befo
     done = _run(FUSED_TIMELINE, "--cases", "16x2048,T=16384")
     _assert_usage_error(done, ["T=16384", "fused pass"])
     assert "16x2048" not in done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("needs", [None, "a CUDA GPU"], ids=["cpu-tool", "gpu-tool"])
+def test_an_out_folder_that_is_there_but_not_writable_is_a_usage_error(tmp_path, monkeypatch, capsys, needs):
+    # (this machine runs as root, for whom every folder is writable: os.access says no for this one)
+    import argparse
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks import out_folder
+
+    locked, open_ = tmp_path / "locked", tmp_path / "open"
+    locked.mkdir()
+    open_.mkdir()
+    real = os.access
+    monkeypatch.setattr(out_folder.os, "access", lambda p, mode: Path(p) != locked and real(p, mode))
+    parser = argparse.ArgumentParser(prog="tool")
+    with pytest.raises(SystemExit) as refused:
+        out_folder.out_dir(parser, str(locked), needs=needs)
+    assert refused.value.code == 2
+    assert f"--out: {locked}: cannot write into it" in capsys.readouterr().err
+    if needs is None:  # the same folder writable passes (a GPU tool would go on to ask for its GPU)
+        assert out_folder.out_dir(parser, str(open_)) == str(open_)
