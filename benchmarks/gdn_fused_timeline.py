@@ -5,12 +5,13 @@ its items, on both sides, for batch shapes: where the time between items goes (a
 
 A case is ``NxL`` or a name of ``gdn_prefill_probe.CASES``. Each runs one eager prefill (after one to
 compile) with the pass built to stamp the global timer (``STAMPS``: its state warpgroups and its
-worker at every item's start and end, the state warpgroups also at the end of an item's first and last
-chunk steps; the stamped build spills, so its steps run slower than the plain one's: on 12-06 its pass
-took 506 µs on 16×2048 against 474.5) and prints, over all programs: the pass's span, the worker's and
-the state warpgroups' time an item and a chunk, the gaps between one item's end and the next one's
-start on each side (persistent programs; a program an item shows none), and the state warpgroups' item
-in three parts: its start to its first step's end, a step after that, its last step's end to its end.
+worker at every item's start and end, the state warpgroups also at their first step's products issued,
+the ends of their first and last steps and their last rows stored; the stamped build spills, so its steps
+run slower than the plain one's: on 12-06 its pass took 506 µs on 16×2048 against 474.5) and prints, over
+all programs: the pass's span, the worker's and the state warpgroups' time an item and a chunk, the gaps
+between one item's end and the next one's start on each side (persistent programs; a program an item
+shows none), and the state warpgroups' item in parts (``STATE_PARTS``: the initial state's arrival, the
+first step, a step, the last rows' store, the pool row).
 Its question: where a persistent program's items cost more than their chunks (16×2048 runs the same 128
 chunk steps an SM as 4×8192 and takes ~25 µs longer; on 12-06 the gaps between items were small and
 each item took 6–15 µs more than its chunks at 4×8192's rate). ``--out`` keeps each program's rows
@@ -34,7 +35,7 @@ from benchmarks.out_folder import out_dir  # noqa: E402
 from stampgen.kernels.gdn import chunk, chunk_gluon_fused  # noqa: E402
 
 # The stamp buffer's fields (``chunk_gluon_fused._stamp``), each a (ns, value) pair
-STATE_START, STATE_END, WORKER_START, WORKER_END, SM, STATE_FIRST, STATE_LAST = (
+STATE_START, STATE_END, WORKER_START, WORKER_END, SM, STATE_FIRST, STATE_LAST, STATE_LOADED, STATE_STORED = (
     field.value
     for field in (
         chunk_gluon_fused.STAMP_STATE_START,
@@ -44,6 +45,8 @@ STATE_START, STATE_END, WORKER_START, WORKER_END, SM, STATE_FIRST, STATE_LAST = 
         chunk_gluon_fused.STAMP_SM,
         chunk_gluon_fused.STAMP_STATE_FIRST,
         chunk_gluon_fused.STAMP_STATE_LAST,
+        chunk_gluon_fused.STAMP_STATE_LOADED,
+        chunk_gluon_fused.STAMP_STATE_STORED,
     )
 )
 
@@ -67,8 +70,14 @@ def programs(stamps) -> list[dict]:
                     item=item[STATE_START][1],
                     state=(item[STATE_START][0], item[STATE_END][0]),
                     worker=(item[WORKER_START][0], item[WORKER_END][0]),
-                    # the ends of the state warpgroups' first and last chunk steps (-1: no chunk)
-                    steps=(item[STATE_FIRST][0], item[STATE_LAST][0]),
+                    # on the state warpgroups (-1: no chunk): the first step's products issued, the
+                    # ends of the first and last steps, the last rows stored
+                    steps=(
+                        item[STATE_LOADED][0],
+                        item[STATE_FIRST][0],
+                        item[STATE_LAST][0],
+                        item[STATE_STORED][0],
+                    ),
                     chunks=chunks,
                 )
             )
@@ -80,9 +89,8 @@ def programs(stamps) -> list[dict]:
 def summary(rows: list[dict]) -> dict:
     """The span (µs), the medians over items of each side's time an item and a chunk (µs), and each side's
     gaps between an item's end and the next one's start (µs: median, max; none for one item a
-    program); and, over items of two chunks or more, the state warpgroups' item in three parts (µs,
-    medians): from its start to its first step's end, a step after that, from its last step's end to
-    its end — where an item's fixed cost goes."""
+    program); and, over items of two chunks or more, the state warpgroups' item in parts (µs, medians,
+    ``STATE_PARTS``) — where an item's fixed cost goes."""
     if not rows:
         raise ValueError("the pass stamped no item: nothing to summarise")
     t0 = min(item["state"][0] for row in rows for item in row["items"])
@@ -100,16 +108,22 @@ def summary(rows: list[dict]) -> dict:
         out[f"{side}_gap_us"] = (statistics.median(gaps), max(gaps)) if gaps else None
     long = [item for row in rows for item in row["items"] if item["chunks"] >= 2]
     out["state_parts_us"] = (
-        (
-            statistics.median(item["steps"][0] - item["state"][0] for item in long) / 1e3,
-            statistics.median((item["steps"][1] - item["steps"][0]) / (item["chunks"] - 1) for item in long)
-            / 1e3,
-            statistics.median(item["state"][1] - item["steps"][1] for item in long) / 1e3,
-        )
-        if long
-        else None
+        [statistics.median(part(item) for item in long) / 1e3 for _, part in STATE_PARTS] if long else None
     )
     return out
+
+
+# An item's parts on the state warpgroups (``summary``), as (what, ns of an item of two chunks or more)
+STATE_PARTS = (
+    (
+        "start to the first step's products issued (its initial state in)",
+        lambda i: i["steps"][0] - i["state"][0],
+    ),
+    ("to the first step's end", lambda i: i["steps"][1] - i["steps"][0]),
+    ("a step after that", lambda i: (i["steps"][2] - i["steps"][1]) / (i["chunks"] - 1)),
+    ("the last step's end to the last rows stored", lambda i: i["steps"][3] - i["steps"][2]),
+    ("to the end (the pool row)", lambda i: i["state"][1] - i["steps"][3]),
+)
 
 
 def stamped_call(inputs: dict):
@@ -176,10 +190,9 @@ def main() -> None:
             if gap:
                 print(f"    {side} between items: median {gap[0]:.2f} µs, max {gap[1]:.2f} µs")
         if s["state_parts_us"]:
-            first, step, last = s["state_parts_us"]
             print(
-                f"    state in an item: start to its first step's end {first:.2f} µs, a step after that "
-                f"{step:.2f} µs, its last step's end to its end {last:.2f} µs"
+                "    state in an item: "
+                + ", ".join(f"{what} {us:.2f} µs" for (what, _), us in zip(STATE_PARTS, s["state_parts_us"]))
             )
         if args.out:
             with open(os.path.join(args.out, "timeline.jsonl"), "a") as out:

@@ -120,13 +120,16 @@ BLOCK_V = 128  # two state warpgroups of 64 rows of Sᵀ
 PERSISTENT_ITEMS = 2
 # The fields of a program's stamp row for one item (``STAMPS``, ``_stamp``; read by
 # benchmarks/gdn_fused_timeline.py), each a pair (global timer in ns, a value): the state warpgroups' start
-# (the item) and end (the program's chunks so far), the worker's start and end (the same), the SM, and
-# the ends of the state warpgroups' first and last chunk steps (the chunk)
+# (the item) and end (the program's chunks so far), the worker's start and end (the same), the SM; and
+# on the state warpgroups (the chunk): their first step's products issued (the initial state in
+# registers), the ends of their first and last steps, and the last rows stored (the TMA store waited for)
 STAMP_STATE_START, STAMP_STATE_END, STAMP_WORKER_START, STAMP_WORKER_END, STAMP_SM = (
     gl.constexpr(field) for field in range(5)
 )
-STAMP_STATE_FIRST, STAMP_STATE_LAST = gl.constexpr(5), gl.constexpr(6)
-STAMP_FIELDS = gl.constexpr(7)
+STAMP_STATE_FIRST, STAMP_STATE_LAST, STAMP_STATE_LOADED, STAMP_STATE_STORED = (
+    gl.constexpr(field) for field in range(5, 9)
+)
+STAMP_FIELDS = gl.constexpr(9)
 # The worker warpgroup's registers a thread (``setmaxnreg``); the state warpgroups get what is left of
 # the SM's 64 K (Triton: 200 a thread beside 96–104, 192 beside 112–120).
 WORKER_REGS = 120
@@ -551,7 +554,8 @@ def _state_item(
     the next item claimed (``_claim``) and published for the worker (``_next_item``) ``STAGES + 1``
     steps before the end, and its first tiles copied in by the last ``STAGES − 1`` steps (where both
     have that many chunks), so that the worker starts on it while these warpgroups end this one.
-    ``STAMPS``: the ends of its first and last chunk steps (``_stamp``). Returns the next item, the chunks up to it, and whether its first tiles were copied in."""
+    ``STAMPS``: its first step's products issued, the ends of its first and last steps, its last rows
+    stored (``_stamp``). Returns the next item, the chunks up to it, and whether its first tiles were copied in."""
     W: gl.constexpr = BV // 16
     acc_s: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, K, 16]
@@ -620,6 +624,9 @@ def _state_item(
                            use_acc=False, is_async=True)  # fmt: skip
         qs = warpgroup_mma(s_op, q_t.permute((1, 0)), gl.zeros([BV, 64], gl.float32, acc_c),
                            use_acc=False, is_async=True)  # fmt: skip
+        if STAMPS:
+            if c == 0:
+                _stamp(stamps, stamp_items, m, STAMP_STATE_LOADED, at, W)
         mbarrier.wait(ready.index(buf), (at // 2) & 1)
         # (Q S)ᵀ waited for with (K S)ᵀ: the tensor cores run a warpgroup's products in the order
         # issued, so v_new's product would wait for it anyway, and holding Sᵀ's operand and (Q S)ᵀ's
@@ -696,6 +703,8 @@ def _state_item(
             c_o = gl.arange(0, BV, layout=gl.SliceLayout(0, ld))
             at_o = (tok0 + r_o).to(gl.int64)[:, None] * (HV * V) + (col_v + c_o)[None, :]
             gl.store(o + at_o, last.load(ld), mask=(r_o < end - tok0)[:, None])
+        if STAMPS:
+            _stamp(stamps, stamp_items, m, STAMP_STATE_STORED, at0 + n_chunks - 1, W)
         # j and n_segs loaded again, not held through the loop (registers)
         if gl.load(row + 1) == gl.load(row + 4) - 1:
             gl.store(

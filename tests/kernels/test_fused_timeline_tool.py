@@ -13,12 +13,12 @@ from benchmarks import gdn_fused_timeline as timeline  # noqa: E402
 
 def _buffer(programs: list[list[tuple]]) -> torch.Tensor:
     """A stamp buffer with, for each program, items (item, state start, state end, worker start, worker
-    end, chunks, the state's first and last steps' ends) on SM 7 + its index; -1 elsewhere, as the tool
-    allocates it."""
+    end, chunks, and on the state warpgroups: the first step's products issued, the first and last steps'
+    ends, the last rows stored) on SM 7 + its index; -1 elsewhere, as the tool allocates it."""
     stamps = torch.full((4, 3, timeline.chunk_gluon_fused.STAMP_FIELDS.value, 2), -1, dtype=torch.int64)
     for pid, items in enumerate(programs):
         done = 0
-        for m, (item, s0, s1, w0, w1, chunks, f, z) in enumerate(items):
+        for m, (item, s0, s1, w0, w1, chunks, (loaded, f, z, stored)) in enumerate(items):
             done += chunks
             stamps[pid, m, timeline.STATE_START] = torch.tensor([s0, item])
             stamps[pid, m, timeline.STATE_END] = torch.tensor([s1, done])
@@ -27,20 +27,24 @@ def _buffer(programs: list[list[tuple]]) -> torch.Tensor:
             stamps[pid, m, timeline.SM] = torch.tensor([7 + pid, 0])
             stamps[pid, m, timeline.STATE_FIRST] = torch.tensor([f, done - chunks])
             stamps[pid, m, timeline.STATE_LAST] = torch.tensor([z, done - 1])
+            stamps[pid, m, timeline.STATE_LOADED] = torch.tensor([loaded, done - chunks])
+            stamps[pid, m, timeline.STATE_STORED] = torch.tensor([stored, done - 1])
     return stamps
 
 
 def test_items_chunks_and_the_gaps_between_items_come_from_the_stamps():
     # program 0: two items of 32 chunks (the second starting 5 µs / 2 µs after the first's end on the
     # state / worker side); program 1: one item of 16 chunks; program 2: nothing stamped. The state's
-    # first steps end 8 / 9 / 6 µs after their items' starts, the last 2 / 3 / 4 µs before their ends
+    # initial states are in 1 / 2 / 3 µs after their items' starts, their first steps end 8 / 9 / 6 µs
+    # after, their last steps 2 / 3 / 4 µs before their ends, and their last rows are stored 1 / 2 / 1 µs
+    # after their last steps' ends
     stamps = _buffer(
         [
             [
-                (0, 1_000, 101_000, 1_000, 99_000, 32, 9_000, 99_000),
-                (5, 106_000, 206_000, 101_000, 200_000, 32, 115_000, 203_000),
+                (0, 1_000, 101_000, 1_000, 99_000, 32, (2_000, 9_000, 99_000, 100_000)),
+                (5, 106_000, 206_000, 101_000, 200_000, 32, (108_000, 115_000, 203_000, 205_000)),
             ],
-            [(1, 2_000, 52_000, 2_000, 51_000, 16, 8_000, 48_000)],
+            [(1, 2_000, 52_000, 2_000, 51_000, 16, (5_000, 8_000, 48_000, 49_000))],
         ]
     )
     rows = timeline.programs(stamps)
@@ -53,8 +57,8 @@ def test_items_chunks_and_the_gaps_between_items_come_from_the_stamps():
     assert s["state_gap_us"] == pytest.approx((5.0, 5.0)) and s["worker_gap_us"] == pytest.approx((2.0, 2.0))
     assert s["state_item_us"] == pytest.approx(100.0)  # median of 100, 100, 50
     assert s["worker_chunk_us"] == pytest.approx(98 / 32)  # median of 98/32, 99/32, 49/16
-    # medians of (8, 9, 6), (90/31, 88/31, 40/15) and (2, 3, 4)
-    assert s["state_parts_us"] == pytest.approx((8.0, 88 / 31, 3.0))
+    # medians of (1, 2, 3), (7, 7, 3), (90/31, 88/31, 40/15), (1, 2, 1) and (1, 1, 3)
+    assert s["state_parts_us"] == pytest.approx([2.0, 7.0, 88 / 31, 1.0, 1.0])
 
 
 def test_a_buffer_with_no_item_is_refused_rather_than_summed_to_nothing():
