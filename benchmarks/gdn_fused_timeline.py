@@ -54,8 +54,8 @@ STATE_START, STATE_END, WORKER_START, WORKER_END, SM, STATE_FIRST, STATE_LAST, S
 def programs(stamps) -> list[dict]:
     """Each program's items from the pass's stamp buffer ([programs, items, STAMP_FIELDS, 2], -1 where
     unwritten): its SM and, per item, the item index, the state warpgroups' and the worker's start and
-    end (ns), the ends of the state warpgroups' first and last chunk steps (ns) and the chunks the item
-    ran."""
+    end (ns), the state warpgroups' steps (ns: their first step's products issued, their first and last
+    steps' ends, their last rows stored) and the chunks the item ran."""
     rows = []
     for pid, program in enumerate(stamps.tolist()):
         items = []

@@ -1,9 +1,9 @@
 """Output folders of the benchmark tools (``--out``, and the resources tool's ``--sass`` / ``--listing``):
-made, parents too, right after the arguments are parsed, or a usage error saying why one cannot be or
-cannot be written into (a file in its way, no permission) — not a traceback after minutes of GPU work. A tool that needs a GPU
-says so (``out_dir``'s ``needs``; ``require_gpu`` where it writes no folder): the folder is checked, then
-the GPU, and only then made, so a refused run leaves nothing behind and either refusal is the same usage
-error (exit 2)."""
+made, parents too, right after the arguments are parsed, or a usage error saying why one cannot be made
+or written into (a file in its way, no permission) — not a traceback after minutes of GPU work. A tool
+that needs a GPU says so (``out_dir``'s ``needs``; ``require_gpu`` where it writes no folder): the folder
+is checked, then the GPU, and only then made, so a refused run leaves nothing behind and either refusal
+is the same usage error (exit 2)."""
 
 from __future__ import annotations
 
