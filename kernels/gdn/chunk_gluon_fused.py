@@ -43,8 +43,8 @@ item's last ``STAGES − 1`` steps copy the next item's first tiles in, so the w
 the state warpgroups store the last rows and load the next initial state (its pool row fetched into L2
 when the item is published: on batches of equal sequences every program's items end together, and
 those 64 KiB loads would all reach DRAM at once; H200 12-06: 16×2048 0.4795 / 0.4797 against 0.4858 /
-0.4898 ms), where a program an item leaves the SM to empty and refill. (``LaunchConfig.gluon_fused_programs`` asks for it on fewer
-programs: for tests.) An H100 (12-06, ``benchmarks/gdn_intra_probe.py`` against the one-item form in
+0.4898 ms), where a program an item leaves the SM to empty and refill.
+(``LaunchConfig.gluon_fused_programs`` asks for it on fewer programs: for tests.) An H100 (12-06, ``benchmarks/gdn_intra_probe.py`` against the one-item form in
 one process): 16×2048 0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591 against 0.621–0.626,
 16k + 15×1k level (claimed statically, item p + k·P, it was 1.11 against 0.93: the programs that began
 on the long sequence's segments still ran their share of the short ones); at two items an SM or fewer
