@@ -85,6 +85,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from stampgen.kernels.gdn import chunk_common
 from stampgen.kernels.gdn.chunk_common import (
     _LOG2E,
     _SCHEDULE_ROW,
@@ -129,7 +130,7 @@ STAMP_STATE_START, STAMP_STATE_END, STAMP_WORKER_START, STAMP_WORKER_END, STAMP_
 STAMP_STATE_FIRST, STAMP_STATE_LAST, STAMP_STATE_LOADED, STAMP_STATE_STORED = (
     gl.constexpr(field) for field in range(5, 9)
 )
-STAMP_FIELDS = gl.constexpr(9)
+STAMP_FIELDS = gl.constexpr(STAMP_STATE_STORED.value + 1)
 # The worker warpgroup's registers a thread (``setmaxnreg``); the state warpgroups get what is left of
 # the SM's 64 K (Triton: 200 a thread beside 96–104, 192 beside 112–120).
 WORKER_REGS = 120
@@ -786,8 +787,8 @@ def launch_gate_sums(g, cu_seqlens, schedule, N: int, seg_chunks: int) -> GateSu
     out: ``chunk_intra._launch_intra(schedule=False)``) and the claim counter, in one launch."""
     T, HV = g.shape
     made = GateSums(
-        torch.empty((3, HV, T), dtype=torch.float32, device=g.device),
-        torch.empty(1, dtype=torch.int32, device=g.device),
+        chunk_common._empty((3, HV, T), torch.float32, g.device),
+        chunk_common._empty((1,), torch.int32, g.device),
     )
     _gate_sums_kernel[(T // CHUNK + N,)](
         g, cu_seqlens, made.sums, made.counter, schedule, schedule.shape[1], seg_chunks, T, N,
@@ -806,7 +807,7 @@ def launch_state(
     ``made``: ``launch_gate_sums``'s, given exactly where the worker makes Tβ. ``stamps``
     (``benchmarks/gdn_fused_timeline.py``): called with the pass's programs and the most items one may
     run, it returns the int64 buffer [programs, items, STAMP_FIELDS, 2] that the pass built with
-    ``STAMPS`` writes each item's start and end times into (``_stamp``). ``supported(q, k, v)`` true."""
+    ``STAMPS`` writes each item's stamps into (``_stamp``, the ``STAMP_*`` fields). ``supported(q, k, v)`` true."""
     make = worker_makes_tbeta(config)
     if make != (made is not None):
         raise ValueError("the gate sums (launch_gate_sums) go with a worker that makes Tβ, and only there")

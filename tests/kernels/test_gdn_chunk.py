@@ -171,8 +171,11 @@ def test_the_fused_pass_gate_sums_launch_writes_every_chunk_for_any_head_count(H
     inputs = make_inputs("prefill", N=4, H=1, HV=HV, K=16, V=16, seqlens=seqlens, seed=23, pad=1)
     g, cu_seqlens = inputs["g"], inputs["cu_seqlens"]
     T, N = g.shape[0], inputs["state_indices"].shape[0]
-    schedule = torch.empty((2, T // (chunk.CHUNK * 2) + N, 8), dtype=torch.int64)
-    sums, counter = chunk_gluon_fused.launch_gate_sums(g, cu_seqlens, schedule, N, 2)
+    cfg = chunk.launch_config(T, N, HV, 16)._replace(seg_chunks=2)
+    args = [inputs[n] for n in ("k", "g", "beta", "state_indices", "cu_seqlens")]
+    schedule = chunk._launch_intra(*args, cfg, schedule=False)[2]  # (allocated, left for this launch)
+    # (its buffers are the prefill's, poisoned here: NaN sums and a counter of -7 unless written)
+    sums, counter = chunk_gluon_fused.launch_gate_sums(g, cu_seqlens, schedule, N, cfg.seg_chunks)
     assert counter.tolist() == [0]
     bounds = inputs["cu_seqlens"].tolist()
     written = torch.zeros(T, dtype=torch.bool)
