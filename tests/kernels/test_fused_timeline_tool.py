@@ -61,6 +61,10 @@ def test_items_chunks_and_the_gaps_between_items_come_from_the_stamps():
     assert s["state_parts_us"] == pytest.approx([2.0, 7.0, 88 / 31, 1.0, 1.0])
 
 
-def test_a_buffer_with_no_item_is_refused_rather_than_summed_to_nothing():
-    with pytest.raises(ValueError, match="stamped no item"):
-        timeline.summary(timeline.programs(_buffer([])))
+@pytest.mark.parametrize(
+    "items", [[], [[(3, 1_000, 1_500, 1_000, 1_400, 0, (-1, -1, -1, -1))]]], ids=["none", "no-chunk"]
+)
+def test_a_buffer_with_no_item_that_ran_a_chunk_is_refused_rather_than_summed_to_nothing(items):
+    # (a padding item is stamped at its start and end but runs no chunk: no time a chunk to take from it)
+    with pytest.raises(ValueError, match="stamped no item that ran a chunk"):
+        timeline.summary(timeline.programs(_buffer(items)))

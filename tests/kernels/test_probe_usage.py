@@ -250,7 +250,7 @@ def test_an_out_folder_that_is_there_but_not_writable_is_a_usage_error(tmp_path,
     # (this machine runs as root, for whom every folder is writable: os.access says no for this one)
     import argparse
 
-    sys.path.insert(0, str(ROOT))
+    monkeypatch.syspath_prepend(str(ROOT))
     from benchmarks import out_folder
 
     locked, open_ = tmp_path / "locked", tmp_path / "open"
