@@ -261,6 +261,7 @@ _FUSED = dict(
     WORKER_REGS=chunk_gluon_fused.WORKER_REGS,
     MAKE_TBETA=chunk_config.worker_makes_tbeta(_batch),
     STAMPS=False,
+    PREFETCH=True,  # the pool's rows 16-byte aligned, as every contiguous pool's are
 )
 VARIANTS = [
     ("decode", "default", dict(BV=8), 1, 3),

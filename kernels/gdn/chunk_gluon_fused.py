@@ -335,25 +335,27 @@ def _next_item(
     items, item_bars, item_free, m, claimed, schedule, state_indices, state_pool, pool_slot_stride, n_items,
     seg_chunks, N,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, TV: gl.constexpr,
-    W: gl.constexpr,
+    W: gl.constexpr, PREFETCH: gl.constexpr,
 ):  # fmt: skip
     """The state warpgroups' next item (``claimed``, their m-th) published for the worker, and what the
     copies of its first tiles need: its index, first token, q / k and v columns, and chunks. Where its
     initial state is its pool row (its sequence's one segment), that row is fetched into L2 now, a few
     steps before these warpgroups load it: every program's items end at about the same time in a batch
     of equal sequences, and the rows' loads there (64 KiB a program) would otherwise all go to DRAM at
-    once, between two chunk steps."""
+    once, between two chunk steps. ``PREFETCH`` false (a pool whose rows are not 16-byte aligned, which
+    a bulk prefetch needs): not fetched."""
     it = _publish(items, item_bars, item_free, m, claimed, W)
     row, n, slot, hv, i_v, base, _, n_chunks = _item(
         schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
     )
-    if (n_chunks > 0) & (gl.load(row + 4) == 1):
-        one: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
-        piece: gl.constexpr = BV * K // W  # fp32 elements a warp: 8 KiB at BV = K = 128, W = 8
-        at = state_pool + slot.to(gl.int64) * pool_slot_stride + hv * (V * K) + i_v * (BV * K)
-        # one address a warp (its lanes alike): one bulk prefetch a warp
-        lanes = gl.arange(0, 32 * W, layout=one)
-        _prefetch_l2(at + (lanes // 32) * piece, gl.full([32 * W], piece * 4, gl.int32, one))
+    if PREFETCH:
+        if (n_chunks > 0) & (gl.load(row + 4) == 1):
+            one: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
+            piece: gl.constexpr = BV * K // W  # fp32 elements a warp: 8 KiB at BV = K = 128, W = 8
+            at = state_pool + slot.to(gl.int64) * pool_slot_stride + hv * (V * K) + i_v * (BV * K)
+            # one address a warp (its lanes alike): one bulk prefetch a warp
+            lanes = gl.arange(0, 32 * W, layout=one)
+            _prefetch_l2(at + (lanes // 32) * piece, gl.full([32 * W], piece * 4, gl.int32, one))
     col_qk, col_v = _columns(hv, i_v, H, HV, K, V, BV)
     return it, base, col_qk, col_v, n_chunks
 
@@ -487,6 +489,7 @@ def _state(
     seg_chunks, N, pool_slot_stride, scale, stamps, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr, STAMPS: gl.constexpr,
+    PREFETCH: gl.constexpr,
 ):  # fmt: skip
     """The state warpgroups: ``_state_item`` for each item the program runs (``PERSISTENT``: the first
     its own, each next claimed there and published for the worker; else its one item); ``STAMPS``: each
@@ -504,7 +507,7 @@ def _state(
                 q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
                 state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
                 n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied, stamps, stamp_items,
-                H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS,
+                H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS, PREFETCH,
             )  # fmt: skip
             if STAMPS:
                 _stamp(stamps, stamp_items, m, STAMP_STATE_END, at0, W)
@@ -516,7 +519,7 @@ def _state(
             q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
             state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
             n_items, seg_chunks, N, pool_slot_stride, scale, it, 0, 0, False, stamps, stamp_items,
-            H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS,
+            H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS, PREFETCH,
         )  # fmt: skip
         if STAMPS:
             _stamp(stamps, stamp_items, 0, STAMP_STATE_END, at0, W)
@@ -548,6 +551,7 @@ def _state_item(
     n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied, stamps, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr, STAMPS: gl.constexpr,
+    PREFETCH: gl.constexpr,
 ):  # fmt: skip
     """The state warpgroups on item ``it`` (this program's m-th; ``at0`` chunks before it; ``copied``:
     its first tiles copied in by the item before): its initial state, its chunk steps on the worker's Tβ,
@@ -587,7 +591,7 @@ def _state_item(
     if PERSISTENT and n_chunks < STAGES + 1:
         it_x, base_x, col_qk_x, col_v_x, n_x = _next_item(
             items, item_bars, item_free, m + 1, _claim(counter, G, W), schedule, state_indices, state_pool,
-            pool_slot_stride, n_items, seg_chunks, N, H, HV, K, V, BV, TV, W,
+            pool_slot_stride, n_items, seg_chunks, N, H, HV, K, V, BV, TV, W, PREFETCH,
         )  # fmt: skip
     col_qk, col_v = _columns(hv, i_v, H, HV, K, V, BV)
     o_rows = col_v + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_c))
@@ -686,7 +690,7 @@ def _state_item(
         if PERSISTENT and c == n_chunks - (STAGES + 1):  # the claim's add has long returned
             it_x, base_x, col_qk_x, col_v_x, n_x = _next_item(
                 items, item_bars, item_free, m + 1, claimed, schedule, state_indices, state_pool,
-                pool_slot_stride, n_items, seg_chunks, N, H, HV, K, V, BV, TV, W,
+                pool_slot_stride, n_items, seg_chunks, N, H, HV, K, V, BV, TV, W, PREFETCH,
             )  # fmt: skip
 
     if n_chunks > 0:
@@ -724,7 +728,7 @@ def _gdn_gluon_fused_state_kernel(
     pool_slot_stride, scale, seg_chunks, N, n_tokens, counter, n_items, stamps, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     STAGES: gl.constexpr, WORKER_REGS: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
-    STAMPS: gl.constexpr = False,
+    STAMPS: gl.constexpr = False, PREFETCH: gl.constexpr = False,
 ):  # fmt: skip
     # Persistent: P programs (at most one an SM), program p first running item p, then each next item
     # not yet taken (``counter``: claimed as the hardware would hand a free SM the next program, so that
@@ -763,7 +767,7 @@ def _gdn_gluon_fused_state_kernel(
             (_state, (q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
                       o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars,
                       item_free, n_items, seg_chunks, N, pool_slot_stride, scale, stamps,
-                      stamp_items, H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS)),
+                      stamp_items, H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS, PREFETCH)),
             (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums,
                        schedule, state_indices, items, item_bars, item_free, n_items, seg_chunks, N,
                        n_tokens, scale, gl.log2(scale), stamps, stamp_items, HV, TV, STAGES,
@@ -834,8 +838,16 @@ def launch_state(
         state_pool.stride(0), float(scale), config.seg_chunks, N, T, counter, n_items,
         counter if stamped is None else stamped, 0 if stamped is None else stamped.shape[1],
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
-        MAKE_TBETA=make, PERSISTENT=persistent, STAMPS=stamped is not None, num_warps=BLOCK_V // 16,
+        MAKE_TBETA=make, PERSISTENT=persistent, STAMPS=stamped is not None,
+        PREFETCH=_rows_aligned(state_pool), num_warps=BLOCK_V // 16,
     )  # fmt: skip
+
+
+def _rows_aligned(state_pool: torch.Tensor) -> bool:
+    """Whether every pool row starts on 16 bytes, as the pass's bulk L2 prefetch of a row needs (its
+    pieces lie a multiple of 16 bytes into a row): a pool view with a slot pitch of 2 mod 4 elements, or
+    one starting 8 bytes into its storage, is not."""
+    return state_pool.data_ptr() % 16 == 0 and state_pool.stride(0) * state_pool.element_size() % 16 == 0
 
 
 def _grid(n_items: int, asked: int, sms: int) -> tuple[int, bool]:

@@ -151,6 +151,28 @@ def test_each_program_runs_many_items_as_one_program_an_item_would(gluon, progra
     assert torch.equal(low["state_pool"], wide["state_pool"])
 
 
+def test_a_pool_whose_rows_are_not_16_byte_aligned_runs_as_an_aligned_one(gluon, source):
+    # The persistent pass fetches a next item's pool row into L2 with a bulk prefetch, which needs a
+    # 16-byte aligned address. A pool view with a slot pitch of 2 mod 4 fp32 elements has its odd rows
+    # 8 bytes off: the pass must leave the prefetch out there, run without a fault, and give what the
+    # contiguous pool gives, bit for bit, the rows written in place.
+    low, _ = _inputs([130, 64, 300, 65, 7, 200, 129], seed=3, **FEW_HEADS)
+    assert (low["state_indices"] % 2 == 1).any(), "no sequence's row is an odd (misaligned) one"
+    aligned = clone_inputs(low)
+    pool = low["state_pool"]
+    pitch = pool[0].numel() + 2
+    storage = torch.full((pool.shape[0] * pitch,), float("nan"), device=pool.device)
+    low["state_pool"] = storage.as_strided(pool.shape, (pitch, *pool.stride()[1:]))
+    low["state_pool"].copy_(pool)
+    gluon.on(**FUSED, **source[0], gluon_fused_programs=2)
+    o = gdn.prefill(**low, backend="triton")
+    o_aligned = gdn.prefill(**aligned, backend="triton")
+    assert gluon.calls == ["fused", "fused"], "the fused pass did not run"
+    torch.cuda.synchronize()
+    assert torch.equal(o, o_aligned)
+    assert torch.equal(low["state_pool"], aligned["state_pool"])
+
+
 @pytest.mark.parametrize("normalizer", [1, 100], ids=["strong-decay", "weak-decay"])
 def test_fused_pass_on_long_sequences_and_both_ends_of_the_decay(gluon, normalizer, source):
     # many chunks a program: the two slots of Tβ / P (and their copy barriers) cycled hundreds of times
