@@ -2,7 +2,7 @@
 (``kernels/gdn/chunk_gluon_fused.py``) against this tree's, on a CUDA GPU, under CUDA graphs: the intra
 launch alone and the whole prefill with the copy.
 
-    python3 benchmarks/gdn_intra_probe.py --variants NAME=FILE[,NAME=FILE...] [--config JSON] [--cases 16x2048,T=16384] [--out DIR]
+    python3 benchmarks/gdn_intra_probe.py --variants NAME=FILE[,NAME=FILE...] [--config JSON] [--cases 16x2048,T=16384] [--rounds N] [--out DIR]
 
 Each FILE is a copy of one of those modules (placed in the tree, so it travels to the device) loaded as a
 module of its own: a copy that defines ``launch_state`` stands for the fused pass, one that defines
@@ -12,7 +12,9 @@ pins ``LaunchConfig`` fields for every run, this tree's too, e.g. ``'{"gluon_fus
 to time the fused worker making Tβ. Per case and variant it prints (and appends to
 ``DIR/intra_probe.jsonl``) the intra launch's and the prefill's ms (``gdn_prefill_probe``'s inputs and
 timing: Qwen3-Next shapes, bf16) and the largest difference of Tβ, of the gate sums and of the prefill's
-output and final states from this tree's on the same inputs (the same math should give 0).
+output and final states from this tree's on the same inputs (the same math should give 0). ``--rounds N``
+runs the tree and every variant in turn N times a case (a row each, numbered by ``round``), so that a
+difference of a few percent can be told from the order they ran in.
 """
 
 from __future__ import annotations
@@ -78,8 +80,13 @@ def main() -> None:
         "--config", help='LaunchConfig fields pinned for every run, e.g. {"gluon_fused_tbeta": "worker"}'
     )
     parser.add_argument("--cases", default="16x2048,T=16384,T=65536")
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="times a case runs the tree and every variant, in turn"
+    )
     parser.add_argument("--out", default=os.environ.get("OUT"), help="folder for intra_probe.jsonl")
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error(f"--rounds must be 1 or more, not {args.rounds}")
     unknown = sorted(set(args.cases.split(",")) - set(CASES))
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(CASES)}")
@@ -103,16 +110,17 @@ def main() -> None:
     )
     out = open(os.path.join(args.out, "intra_probe.jsonl"), "a") if args.out else None
     try:
-        _run_cases(args.cases.split(","), variants, config, out)
+        _run_cases(args.cases.split(","), variants, config, out, args.rounds)
     finally:
         if out:
             out.close()
 
 
-def _run_cases(cases: list[str], variants: dict, config: dict | None, out) -> None:
-    """Each case with this tree's modules, then with each variant; a row a variant, printed and appended
-    to ``out`` (if any) as it is measured. Where this tree's own run fails (a ``--config`` its kernels
-    refuse), that case's one row says so."""
+def _run_cases(cases: list[str], variants: dict, config: dict | None, out, rounds: int = 1) -> None:
+    """Each case with this tree's modules, then with each variant, ``rounds`` times in turn; a row a
+    variant and round, printed and appended to ``out`` (if any) as it is measured, its differences from
+    the tree's first run. Where this tree's own run fails (a ``--config`` its kernels refuse), that
+    case's one row says so."""
     for case in cases:
         inputs = make_case(CASES[case])
         head = dict(case=case, variant="tree", config=config or {})
@@ -122,13 +130,14 @@ def _run_cases(cases: list[str], variants: dict, config: dict | None, out) -> No
             _emit(head | _error(err), out)
             continue
         ref = base.pop("outputs")
-        for name, swap in [("tree", None), *variants.items()]:
-            try:
-                row = base if swap is None else measure(inputs, swap, config)
-                row |= _differences(row.pop("outputs", ref), ref)
-            except Exception as err:  # a copy that does not compile or launch is a result too
-                row = _error(err)
-            _emit(head | dict(variant=name) | row, out)
+        for r in range(1, rounds + 1):
+            for name, swap in [("tree", None), *variants.items()]:
+                try:
+                    row = base if swap is None and r == 1 else measure(inputs, swap, config)
+                    row |= _differences(row.pop("outputs", ref), ref)
+                except Exception as err:  # a copy that does not compile or launch is a result too
+                    row = _error(err)
+                _emit(head | dict(variant=name, round=r) | row, out)
 
 
 def _error(err: Exception) -> dict:

@@ -69,6 +69,8 @@ USAGE_ERRORS = [
         "config-value-not-allowed": (["--config", '{"gluon_fused_tbeta": "wroker"}'], ["gluon_fused_tbeta", "'wroker'"]),
         "config-value-not-a-number": (["--config", '{"seg_chunks": "8"}'], ["seg_chunks", "'8'"]),
         "config-int-for-bool": (["--config", '{"gluon_fused": 1}'], ["gluon_fused", "1"]),
+        "no-rounds": (["--rounds", "0"], ["--rounds", "1 or more", "0"]),
+        "rounds-not-a-number": (["--rounds", "two"], ["--rounds", "'two'"]),
     }, before=("--variants", f"a={FUSED_COPY}")),
     *_usage("intra", INTRA, {
         "copy-of-neither": (["--variants", "a=kernels/gdn/chunk_config.py"], ["chunk_config.py", "launch_state"]),
