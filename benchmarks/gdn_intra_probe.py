@@ -14,7 +14,9 @@ to time the fused worker making Tβ. Per case and variant it prints (and appends
 timing: Qwen3-Next shapes, bf16) and the largest difference of Tβ, of the gate sums and of the prefill's
 output and final states from this tree's on the same inputs (the same math should give 0). ``--rounds N``
 runs the tree and every variant in turn N times a case (a row each, numbered by ``round``), so that a
-difference of a few percent can be told from the order they ran in.
+difference of a few percent can be told from the order they ran in. At the end it prints a summary: per
+case and variant the mean prefill ms over its rounds, its ratio to the tree's, and whether every round's
+output and final states equal the tree's.
 """
 
 from __future__ import annotations
@@ -110,24 +112,26 @@ def main() -> None:
     )
     out = open(os.path.join(args.out, "intra_probe.jsonl"), "a") if args.out else None
     try:
-        _run_cases(args.cases.split(","), variants, config, out, args.rounds)
+        rows = _run_cases(args.cases.split(","), variants, config, out, args.rounds)
     finally:
         if out:
             out.close()
+    print("\n".join(summary(rows)))
 
 
-def _run_cases(cases: list[str], variants: dict, config: dict | None, out, rounds: int = 1) -> None:
+def _run_cases(cases: list[str], variants: dict, config: dict | None, out, rounds: int = 1) -> list[dict]:
     """Each case with this tree's modules, then with each variant, ``rounds`` times in turn; a row a
     variant and round, printed and appended to ``out`` (if any) as it is measured, its differences from
     the tree's first run. Where this tree's own run fails (a ``--config`` its kernels refuse), that
-    case's one row says so."""
+    case's one row says so. Returns the rows."""
+    rows: list[dict] = []
     for case in cases:
         inputs = make_case(CASES[case])
         head = dict(case=case, variant="tree", config=config or {})
         try:
             base = measure(inputs, None, config)
         except Exception as err:
-            _emit(head | _error(err), out)
+            rows.append(_emit(head | _error(err), out))
             continue
         ref = base.pop("outputs")
         for r in range(1, rounds + 1):
@@ -137,19 +141,46 @@ def _run_cases(cases: list[str], variants: dict, config: dict | None, out, round
                     row |= _differences(row.pop("outputs", ref), ref)
                 except Exception as err:  # a copy that does not compile or launch is a result too
                     row = _error(err)
-                _emit(head | dict(variant=name, round=r) | row, out)
+                rows.append(_emit(head | dict(variant=name, round=r) | row, out))
+    return rows
 
 
 def _error(err: Exception) -> dict:
     return dict(error=f"{type(err).__name__}: {err}"[:300])
 
 
-def _emit(row: dict, out) -> None:
-    """One row, printed and appended to ``out`` (if any) as soon as it is measured."""
+def _emit(row: dict, out) -> dict:
+    """One row, printed and appended to ``out`` (if any) as soon as it is measured; returned."""
     print(json.dumps(row), flush=True)
     if out:
         out.write(json.dumps(row) + "\n")
         out.flush()
+    return row
+
+
+def summary(rows: list[dict]) -> list[str]:
+    """A line per case and variant, in the order they first ran: the mean prefill ms over its rounds, its
+    ratio to the tree's mean on that case, and ``same`` where every round's output and final states equal
+    the tree's first run (``differs`` otherwise); a variant with a failed round gives that round's error."""
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for row in rows:
+        runs.setdefault((row["case"], row.get("variant", "tree")), []).append(row)
+    lines = []
+    for (case, variant), its in runs.items():
+        failed = next((row["error"] for row in its if "error" in row), None)
+        if failed is not None:
+            lines.append(f"{case:10s} {variant:16s} error: {failed}")
+            continue
+        ms = sum(row["prefill_ms"] for row in its) / len(its)
+        tree = runs.get((case, "tree"), [])
+        tree_ms = [row["prefill_ms"] for row in tree if "error" not in row]
+        ratio = f"{ms / (sum(tree_ms) / len(tree_ms)):.3f}" if tree_ms else "—"
+        same = all(row["o_rel"] == 0 and row["state_rel"] == 0 for row in its)
+        lines.append(
+            f"{case:10s} {variant:16s} {ms:.4f} ms ({len(its)} rounds)  {ratio} of the tree  "
+            + ("same" if same else "differs")
+        )
+    return lines
 
 
 def _differences(got: tuple, ref: tuple) -> dict:
