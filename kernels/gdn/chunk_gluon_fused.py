@@ -44,8 +44,8 @@ the state warpgroups store the last rows and load the next initial state (its po
 when the item is published: on batches of equal sequences every program's items end together, and
 those 64 KiB loads would all reach DRAM at once; H200 12-06: 16×2048 0.4795 / 0.4797 against 0.4858 /
 0.4898 ms), where a program an item leaves the SM to empty and refill.
-(``LaunchConfig.gluon_fused_programs`` asks for it on fewer programs: for tests.) An H100 (12-06, ``benchmarks/gdn_intra_probe.py`` against the one-item form in
-one process): 16×2048 0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591 against 0.621–0.626,
+(``LaunchConfig.gluon_fused_programs`` asks for it on fewer programs: for tests.) An H100 (12-06,
+``benchmarks/gdn_intra_probe.py`` against the one-item form in one process): 16×2048 0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591 against 0.621–0.626,
 16k + 15×1k level (claimed statically, item p + k·P, it was 1.11 against 0.93: the programs that began
 on the long sequence's segments still ran their share of the short ones); at two items an SM or fewer
 the one-item form (8×4096 persistent: −1 to +3%).
@@ -85,6 +85,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from stampgen.kernels.chunked.common import tma_addressable
 from stampgen.kernels.gdn import chunk_common
 from stampgen.kernels.gdn.chunk_common import (
     _LOG2E,
@@ -343,7 +344,7 @@ def _next_item(
     steps before these warpgroups load it: every program's items end at about the same time in a batch
     of equal sequences, and the rows' loads there (64 KiB a program) would otherwise all go to DRAM at
     once, between two chunk steps. ``PREFETCH`` false (a pool whose rows are not 16-byte aligned, which
-    a bulk prefetch needs): not fetched."""
+    a bulk prefetch needs: ``tma_addressable``): not fetched."""
     it = _publish(items, item_bars, item_free, m, claimed, W)
     row, n, slot, hv, i_v, base, _, n_chunks = _item(
         schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
@@ -839,15 +840,10 @@ def launch_state(
         counter if stamped is None else stamped, 0 if stamped is None else stamped.shape[1],
         H=H, HV=HV, K=K, V=V, BV=BLOCK_V, STAGES=config.gluon_batch_stages, WORKER_REGS=WORKER_REGS,
         MAKE_TBETA=make, PERSISTENT=persistent, STAMPS=stamped is not None,
-        PREFETCH=_rows_aligned(state_pool), num_warps=BLOCK_V // 16,
+        # the bulk prefetch of a pool row needs a 16-byte aligned address, as TMA does (its pieces lie a
+        # multiple of 16 bytes into a row): not on a pool view with a slot pitch of 2 mod 4 elements
+        PREFETCH=tma_addressable(state_pool), num_warps=BLOCK_V // 16,
     )  # fmt: skip
-
-
-def _rows_aligned(state_pool: torch.Tensor) -> bool:
-    """Whether every pool row starts on 16 bytes, as the pass's bulk L2 prefetch of a row needs (its
-    pieces lie a multiple of 16 bytes into a row): a pool view with a slot pitch of 2 mod 4 elements, or
-    one starting 8 bytes into its storage, is not."""
-    return state_pool.data_ptr() % 16 == 0 and state_pool.stride(0) * state_pool.element_size() % 16 == 0
 
 
 def _grid(n_items: int, asked: int, sms: int) -> tuple[int, bool]:

@@ -206,17 +206,16 @@ def test_the_fused_pass_takes_the_gate_sums_exactly_where_its_worker_makes_tbeta
             chunk_gluon_fused.launch_state(*args, config, given)
 
 
-def test_the_fused_pass_prefetches_pool_rows_only_where_they_are_16_byte_aligned():
-    # its bulk L2 prefetch of a pool row faults on an address that is not a multiple of 16 bytes: a
-    # slot pitch of 2 mod 4 fp32 elements puts every odd row 8 bytes off, as does a view starting 8
-    # bytes into its storage; 4 mod 4 and a contiguous pool keep every row aligned
-    from stampgen.kernels.gdn import chunk_gluon_fused
-
+def test_a_pool_view_is_16_byte_addressable_only_where_every_row_is():
+    # the fused pass's bulk L2 prefetch of a pool row (PREFETCH = tma_addressable(pool)) faults on an
+    # address that is not a multiple of 16 bytes: a slot pitch of 2 mod 4 fp32 elements puts every odd
+    # row 8 bytes off, as does a view starting 8 bytes into its storage; 4 mod 4 and a contiguous pool
+    # keep every row aligned
     storage = torch.zeros(4 * (2 * 16 * 16 + 4))
     row = 2 * 16 * 16
     for pitch, offset, aligned in ((row, 0, True), (row + 4, 0, True), (row + 2, 0, False), (row, 2, False)):
         pool = storage[offset:].as_strided((3, 2, 16, 16), (pitch, 256, 16, 1))
-        assert chunk_gluon_fused._rows_aligned(pool) is aligned, (pitch, offset)
+        assert chunk.tma_addressable(pool) is aligned, (pitch, offset)
 
 
 def test_fp16_inputs_match_the_reference_within_fp16_rounding():
