@@ -20,16 +20,16 @@ def out_dir(
     sm90: bool = False,
 ):
     """``path`` (given as ``option``) made, and returned; None stays None. ``needs``: what the tool needs
-    of this machine (``require_gpu``), checked after the folder is found makeable and before it is made."""
+    of this machine (``require_gpu``), checked after the folder is found makeable (or, already there,
+    writable) and before it is made."""
+    _check_makeable(parser, path, option)
     if needs:
-        _check_makeable(parser, path, option)
         require_gpu(parser, needs, sm90)
     if path:
         try:
             os.makedirs(path, exist_ok=True)
         except OSError as err:
             parser.error(f"{option}: {err}")
-        _check_writable(parser, path, option)
     return path
 
 
@@ -43,8 +43,8 @@ def require_gpu(parser: argparse.ArgumentParser, needs: str = "a CUDA GPU", sm90
 
 
 def _check_makeable(parser: argparse.ArgumentParser, path: str | os.PathLike | None, option: str) -> None:
-    """A usage error if ``path`` could not be made (a file in its way, a parent this user may not write);
-    nothing made either way."""
+    """A usage error if ``path`` could not be made (a file in its way, a parent this user may not write)
+    or, already there, written into; nothing made either way."""
     if not path:
         return
     wanted = Path(path).absolute()
@@ -53,13 +53,6 @@ def _check_makeable(parser: argparse.ArgumentParser, path: str | os.PathLike | N
         there = there.parent
     if not there.is_dir():
         parser.error(f"{option}: {path}: {there} is not a folder")
-    if there != wanted and not os.access(there, os.W_OK | os.X_OK):
-        parser.error(f"{option}: {path}: cannot make a folder in {there} (permission denied)")
-    if there == wanted:  # (already there: the tool writes into it)
-        _check_writable(parser, path, option)
-
-
-def _check_writable(parser: argparse.ArgumentParser, path: str | os.PathLike, option: str) -> None:
-    """A usage error if this user may not write into the folder ``path``."""
-    if not os.access(path, os.W_OK | os.X_OK):
-        parser.error(f"{option}: {path}: cannot write into it (permission denied)")
+    if not os.access(there, os.W_OK | os.X_OK):  # (a folder made in it, or one already there written into)
+        what = "write into it" if there == wanted else f"make a folder in {there}"
+        parser.error(f"{option}: {path}: cannot {what} (permission denied)")
