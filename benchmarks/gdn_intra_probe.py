@@ -164,7 +164,7 @@ def summary(rows: list[dict]) -> list[str]:
     the tree's first run (``differs`` otherwise); a variant with a failed round gives that round's error."""
     runs: dict[tuple[str, str], list[dict]] = {}
     for row in rows:
-        runs.setdefault((row["case"], row.get("variant", "tree")), []).append(row)
+        runs.setdefault((row["case"], row["variant"]), []).append(row)
     lines = []
     for (case, variant), its in runs.items():
         failed = next((row["error"] for row in its if "error" in row), None)
@@ -177,7 +177,7 @@ def summary(rows: list[dict]) -> list[str]:
         ratio = f"{ms / (sum(tree_ms) / len(tree_ms)):.3f}" if tree_ms else "—"
         same = all(row["o_rel"] == 0 and row["state_rel"] == 0 for row in its)
         lines.append(
-            f"{case:10s} {variant:16s} {ms:.4f} ms ({len(its)} rounds)  {ratio} of the tree  "
+            f"{case:10s} {variant:16s} {ms:.4f} ms ({len(its)} round{'s' if len(its) > 1 else ''})  {ratio} of the tree  "
             + ("same" if same else "differs")
         )
     return lines

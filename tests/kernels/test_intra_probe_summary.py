@@ -32,6 +32,7 @@ def test_a_line_per_case_and_variant_with_its_mean_ratio_and_sameness():
     assert "0.4000 ms (2 rounds)  1.000 of the tree  same" in lines[1]
     assert "0.3000 ms (2 rounds)  0.750 of the tree  differs" in lines[2]  # one round's output differed
     assert lines[4].endswith("1.000 of the tree  differs")  # final states off by a rounding
+    assert "0.4600 ms (1 round)  1.000 of the tree  same" in lines[3]
 
 
 def test_a_failed_round_gives_its_error_and_a_failed_tree_no_ratio():
