@@ -87,7 +87,8 @@ def programs(stamps) -> list[dict]:
 
 
 def summary(rows: list[dict]) -> dict:
-    """The span (µs), the medians over items of each side's time an item and a chunk (µs), and each side's
+    """The span (µs), the medians over items that ran a chunk (a padding item runs none) of each side's
+    time an item and a chunk (µs), and each side's
     gaps between an item's end and the next one's start (µs: median, max; none for one item a
     program); and, over items of two chunks or more, the state warpgroups' item in parts (µs, medians,
     ``STATE_PARTS``) — where an item's fixed cost goes."""
@@ -98,7 +99,7 @@ def summary(rows: list[dict]) -> dict:
     out = dict(programs=len(rows), items=sum(len(row["items"]) for row in rows), span_us=(t1 - t0) / 1e3)
     for side in ("state", "worker"):
         spans = [(item[side][1] - item[side][0], item["chunks"]) for row in rows for item in row["items"]]
-        out[f"{side}_item_us"] = statistics.median(ns for ns, _ in spans) / 1e3
+        out[f"{side}_item_us"] = statistics.median(ns for ns, c in spans if c > 0) / 1e3
         out[f"{side}_chunk_us"] = statistics.median(ns / c for ns, c in spans if c > 0) / 1e3
         gaps = [
             (b[side][0] - a[side][1]) / 1e3 for row in rows for a, b in zip(row["items"], row["items"][1:])

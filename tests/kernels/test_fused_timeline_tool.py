@@ -34,7 +34,8 @@ def _buffer(programs: list[list[tuple]]) -> torch.Tensor:
 
 def test_items_chunks_and_the_gaps_between_items_come_from_the_stamps():
     # program 0: two items of 32 chunks (the second starting 5 µs / 2 µs after the first's end on the
-    # state / worker side); program 1: one item of 16 chunks; program 2: nothing stamped. The state's
+    # state / worker side); program 1: one item of 16 chunks, then a padding item (no chunk) starting
+    # 1 µs after it on either side; program 2: nothing stamped. The state's
     # initial states are in 1 / 2 / 3 µs after their items' starts, their first steps end 8 / 9 / 6 µs
     # after, their last steps 2 / 3 / 4 µs before their ends, and their last rows are stored 1 / 2 / 1 µs
     # after their last steps' ends
@@ -44,18 +45,25 @@ def test_items_chunks_and_the_gaps_between_items_come_from_the_stamps():
                 (0, 1_000, 101_000, 1_000, 99_000, 32, (2_000, 9_000, 99_000, 100_000)),
                 (5, 106_000, 206_000, 101_000, 200_000, 32, (108_000, 115_000, 203_000, 205_000)),
             ],
-            [(1, 2_000, 52_000, 2_000, 51_000, 16, (5_000, 8_000, 48_000, 49_000))],
+            [
+                (1, 2_000, 52_000, 2_000, 51_000, 16, (5_000, 8_000, 48_000, 49_000)),
+                # a padding item: stamped at its start and end, no chunk
+                (6, 53_000, 54_000, 52_000, 52_500, 0, (-1, -1, -1, -1)),
+            ],
         ]
     )
     rows = timeline.programs(stamps)
     assert [row["program"] for row in rows] == [0, 1] and [row["sm"] for row in rows] == [7, 8]
     assert [(i["item"], i["chunks"]) for i in rows[0]["items"]] == [(0, 32), (5, 32)]
-    assert rows[1]["items"][0]["chunks"] == 16
+    assert [i["chunks"] for i in rows[1]["items"]] == [16, 0]
     s = timeline.summary(rows)
-    assert s["programs"] == 2 and s["items"] == 3
+    assert s["programs"] == 2 and s["items"] == 4
     assert s["span_us"] == pytest.approx(205.0)  # first state start 1 µs, last end 206 µs
-    assert s["state_gap_us"] == pytest.approx((5.0, 5.0)) and s["worker_gap_us"] == pytest.approx((2.0, 2.0))
-    assert s["state_item_us"] == pytest.approx(100.0)  # median of 100, 100, 50
+    # gaps: state 5 (program 0), 1 (program 1); worker 2, 1
+    assert s["state_gap_us"] == pytest.approx((3.0, 5.0)) and s["worker_gap_us"] == pytest.approx((1.5, 2.0))
+    # median of 100, 100, 50: the padding item's 1 µs would make it 75
+    assert s["state_item_us"] == pytest.approx(100.0)
+    assert s["worker_item_us"] == pytest.approx(98.0)  # of 98, 99, 49 (not 0.5)
     assert s["worker_chunk_us"] == pytest.approx(98 / 32)  # median of 98/32, 99/32, 49/16
     # medians of (1, 2, 3), (7, 7, 3), (90/31, 88/31, 40/15), (1, 2, 1) and (1, 1, 3)
     assert s["state_parts_us"] == pytest.approx([2.0, 7.0, 88 / 31, 1.0, 1.0])
