@@ -38,17 +38,23 @@ Items — (V tile, value head, segment) — run one a program, or (``PERSISTENT`
 ``PERSISTENT_ITEMS`` an SM) on one program an SM that runs item after item. A program's first item is
 its own (item p); each next is the first not yet taken, claimed by the state warpgroups with one atomic
 add ``STAGES + 1`` steps before the item's end — as the hardware hands an emptied SM the next program,
-so that items of unequal lengths still spread — and published to the worker in shared memory. The
-item's last ``STAGES − 1`` steps copy the next item's first tiles in, so the worker goes on to it while
-the state warpgroups store the last rows and load the next initial state (its pool row fetched into L2
+so that items of unequal lengths still spread — and published to the worker in shared memory with its
+facts (sequence, pool slot, value head, V tile, tokens, chunks, its initial state's source: ``_stash``),
+which the state warpgroups read at its start and end and the worker when it takes it: no item change
+waits on a chain of dependent global loads (schedule row → pool slot → state), which every program of a
+batch of equal sequences would pay at once; and the worker loads the next item's first gate sums in its
+item's last step (H100 12-07, against the form without either: 64×512 1.4–1.8% faster, 16×2048 and the
+rest within 1%, the worker's chain being their pace). The item's last ``STAGES − 1`` steps copy the next
+item's first tiles in, so the worker goes on to it while the state warpgroups load the next initial
+state, then store the last rows and the pool row (the next initial state's pool row fetched into L2
 when the item is published: on batches of equal sequences every program's items end together, and
 those 64 KiB loads would all reach DRAM at once; H200 12-06: 16×2048 0.4795 / 0.4797 against 0.4858 /
-0.4898 ms), where a program an item leaves the SM to empty and refill.
-(``LaunchConfig.gluon_fused_programs`` asks for it on fewer programs: for tests.) An H100 (12-06,
-``benchmarks/gdn_intra_probe.py`` against the one-item form in one process): 16×2048 0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591 against 0.621–0.626,
-16k + 15×1k level (claimed statically, item p + k·P, it was 1.11 against 0.93: the programs that began
-on the long sequence's segments still ran their share of the short ones); at two items an SM or fewer
-the one-item form (8×4096 persistent: −1 to +3%).
+0.4898 ms), where a program an item leaves the SM to empty and refill. (``LaunchConfig.gluon_fused_programs``
+asks for it on fewer programs: for tests.) An H100 (12-06, ``benchmarks/gdn_intra_probe.py`` against
+the one-item form in one process): 16×2048 0.507–0.509 against 0.518–0.523 ms, 64×512 0.586–0.591
+against 0.621–0.626, 16k + 15×1k level (claimed statically, item p + k·P, it was 1.11 against 0.93: the
+programs that began on the long sequence's segments still ran their share of the short ones); at two
+items an SM or fewer the one-item form (8×4096 persistent: −1 to +3%).
 
 Segments, their schedule and their initial states are the Triton passes' (``chunk_state``), as for
 ``chunk_gluon_batch``; where the worker makes Tβ, the intra launch before this pass leaves out the
@@ -101,6 +107,7 @@ from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_gluon_batch import (
     _initial_state,
     _output_tile,
+    _scratch_ptrs,
     _state_ptrs,
     _store_last_and_refill,
     _zero_rows,
@@ -135,6 +142,11 @@ STAMP_FIELDS = gl.constexpr(STAMP_STATE_STORED.value + 1)
 # The worker warpgroup's registers a thread (``setmaxnreg``); the state warpgroups get what is left of
 # the SM's 64 K (Triton: 200 a thread beside 96–104, 192 beside 112–120).
 WORKER_REGS = 120
+# An item's facts as the state warpgroups stash them in shared memory when they publish it (``_stash``):
+# sequence, pool slot, value head, V tile, first token, one past its last, chunks, segment, its
+# sequence's segments, the first non-last segment's row; read at the item's start and end and by the
+# worker, where each would otherwise wait for a chain of dependent global loads
+FACTS = gl.constexpr(16)
 
 
 def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -282,6 +294,87 @@ def _item(schedule, state_indices, it, n_items, seg_chunks, N, HV: gl.constexpr,
 
 
 @gluon.jit
+def _facts(schedule, state_indices, it, n_items, seg_chunks, N, HV: gl.constexpr, TV: gl.constexpr):
+    """Item ``it``'s facts (``FACTS``: their order) from the schedule and the state indices: ``_item``'s,
+    its segment, its sequence's segments and the first non-last segment's row (the source of its
+    initial state)."""
+    row, n, slot, hv, i_v, base, end, n_chunks = _item(
+        schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
+    )
+    j = gl.load(row + 1).to(gl.int32)
+    n_segs = gl.load(row + 4).to(gl.int32)
+    first_non_last = gl.load(row + 5).to(gl.int32)
+    return n, slot, hv, i_v, base, end, n_chunks, j, n_segs, first_non_last
+
+
+@gluon.jit
+def _stash(infos, s, facts, W: gl.constexpr):
+    """An item's facts (``_facts``) into row ``s`` of ``infos`` (the caller's barrier makes them seen)."""
+    lay: gl.constexpr = gl.BlockedLayout([FACTS], [32], [W], [0])
+    r = gl.arange(0, FACTS, layout=lay)
+    n, slot, hv, i_v, base, end, n_chunks, j, n_segs, first_non_last = facts
+    x = gl.where(r == 0, n, 0)
+    x = gl.where(r == 1, slot, x)
+    x = gl.where(r == 2, hv, x)
+    x = gl.where(r == 3, i_v, x)
+    x = gl.where(r == 4, base, x)
+    x = gl.where(r == 5, end, x)
+    x = gl.where(r == 6, n_chunks, x)
+    x = gl.where(r == 7, j, x)
+    x = gl.where(r == 8, n_segs, x)
+    x = gl.where(r == 9, first_non_last, x)
+    infos.index(s).store(x)
+
+
+@gluon.jit
+def _fact(x, r, i: gl.constexpr):
+    """Element ``i`` of a row ``x`` that each thread holds whole (``r``: its indices)."""
+    return gl.sum(gl.where(r == i, x, 0), axis=0)
+
+
+@gluon.jit
+def _unstash(infos, s, W: gl.constexpr):
+    """The facts ``_stash`` left in row ``s`` of ``infos``, whole in every thread (no shuffles)."""
+    lay: gl.constexpr = gl.BlockedLayout([FACTS], [32], [W], [0])
+    r = gl.arange(0, FACTS, layout=lay)
+    x = infos.index(s).load(lay)
+    return (
+        _fact(x, r, 0), _fact(x, r, 1), _fact(x, r, 2), _fact(x, r, 3), _fact(x, r, 4), _fact(x, r, 5),
+        _fact(x, r, 6), _fact(x, r, 7), _fact(x, r, 8), _fact(x, r, 9),
+    )  # fmt: skip
+
+
+@gluon.jit
+def _pool_ptrs(state_pool, slot, pool_slot_stride, hv, i_v, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
+               acc_s: gl.constexpr):  # fmt: skip
+    """Pointers to Sᵀ [BV, K] of (value head ``hv``, V tile ``i_v``) in pool row ``slot``."""
+    rows = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_s))
+    cols = gl.arange(0, K, layout=gl.SliceLayout(0, acc_s))
+    return (
+        state_pool + slot.to(gl.int64) * pool_slot_stride + hv * (V * K) + rows[:, None] * K + cols[None, :]
+    )
+
+
+@gluon.jit
+def _state_of(
+    facts, state_pool, pool_slot_stride, start, carry,
+    HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, acc_s: gl.constexpr,
+):  # fmt: skip
+    """An item's initial Sᵀ from its facts (``chunk_gluon_batch._initial_state``'s sources, no global
+    load before the state's own); zeros for an item without chunks."""
+    _, slot, hv, i_v, _, _, n_chunks, j, n_segs, first_non_last = facts
+    state = gl.zeros([BV, K], gl.float32, acc_s)
+    if n_chunks > 0:
+        if n_segs == 1:
+            state = gl.load(_pool_ptrs(state_pool, slot, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
+        elif j == 0:
+            state = gl.load(_scratch_ptrs(start, first_non_last, hv, i_v, HV, K, V, BV, acc_s))
+        else:
+            state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
+    return state
+
+
+@gluon.jit
 def _columns(hv, i_v, H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr):
     """An item's columns: of its key head's q / k tiles, and of its value head's V tile."""
     return (hv // (HV // H)) * K, hv * V + i_v * BV
@@ -299,28 +392,44 @@ def _claim(counter, G, W: gl.constexpr):
 
 
 @gluon.jit
-def _publish(items, item_bars, item_free, m, claimed, W: gl.constexpr):
+def _publish(
+    items, infos, item_bars, item_free, m, claimed, schedule, state_indices, n_items, seg_chunks, N,
+    HV: gl.constexpr, TV: gl.constexpr, W: gl.constexpr,
+):  # fmt: skip
     """Item ``m`` (the program's m-th, m ≥ 1, in slot m % 2; ``claimed`` from ``_claim`` in this partition
-    of ``W`` warps) for the worker, once it has taken the one the slot held before; returned as a
-    scalar."""
+    of ``W`` warps) and its facts (``_stash``) for the worker, once it has taken the one the slot held
+    before; returned (the item, its facts)."""
     s = m % 2
     mbarrier.wait(item_free.index(s), (((m - 1) // 2) & 1) ^ 1)
     items.index(s).slice(0, 32 * W).store(claimed)
+    gl.thread_barrier()  # every thread's store done before the read
+    it = _read_item(items, s, W)
+    facts = _facts(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
+    _stash(infos, s, facts, W)
     gl.thread_barrier()  # every thread's store done before the arrival
     mbarrier.arrive(item_bars.index(s), count=1)
-    return _read_item(items, s, W)
+    return it, facts
 
 
 @gluon.jit
-def _take(items, item_bars, item_free, m, W: gl.constexpr):
-    """Item ``m`` as the state warpgroups published it (``_publish``), the slot then freed for item
-    m + 2; in a partition of ``W`` warps."""
+def _await(infos, item_bars, m, W: gl.constexpr):
+    """Item ``m``'s facts once the state warpgroups have published it (its slot not freed: ``_take``)."""
+    s = m % 2
+    mbarrier.wait(item_bars.index(s), ((m - 1) // 2) & 1)
+    return _unstash(infos, s, W)
+
+
+@gluon.jit
+def _take(items, infos, item_bars, item_free, m, W: gl.constexpr):
+    """Item ``m`` and its facts as the state warpgroups published them (``_publish``), the slot then
+    freed for item m + 2; in a partition of ``W`` warps."""
     s = m % 2
     mbarrier.wait(item_bars.index(s), ((m - 1) // 2) & 1)
     it = _read_item(items, s, W)
+    facts = _unstash(infos, s, W)
     gl.thread_barrier()  # every thread's read done before the slot is freed
     mbarrier.arrive(item_free.index(s), count=1)
-    return it
+    return it, facts
 
 
 @gluon.jit
@@ -333,7 +442,7 @@ def _read_item(items, s, W: gl.constexpr):
 
 @gluon.jit
 def _next_item(
-    items, item_bars, item_free, m, claimed, schedule, state_indices, state_pool, pool_slot_stride, n_items,
+    items, infos, item_bars, item_free, m, claimed, schedule, state_indices, state_pool, pool_slot_stride, n_items,
     seg_chunks, N,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, TV: gl.constexpr,
     W: gl.constexpr, PREFETCH: gl.constexpr,
@@ -345,12 +454,25 @@ def _next_item(
     of equal sequences, and the rows' loads there (64 KiB a program) would otherwise all go to DRAM at
     once, between two chunk steps. ``PREFETCH`` false (a pool whose rows are not 16-byte aligned, which
     a bulk prefetch needs: ``tma_addressable``): not fetched."""
-    it = _publish(items, item_bars, item_free, m, claimed, W)
-    row, n, slot, hv, i_v, base, _, n_chunks = _item(
-        schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
+    it, facts = _publish(
+        items,
+        infos,
+        item_bars,
+        item_free,
+        m,
+        claimed,
+        schedule,
+        state_indices,
+        n_items,
+        seg_chunks,
+        N,
+        HV,
+        TV,
+        W,
     )
+    _, slot, hv, i_v, base, _, n_chunks, _, n_segs, _ = facts
     if PREFETCH:
-        if (n_chunks > 0) & (gl.load(row + 4) == 1):
+        if (n_chunks > 0) & (n_segs == 1):
             one: gl.constexpr = gl.BlockedLayout([1], [32], [W], [0])
             piece: gl.constexpr = BV * K // W  # fp32 elements a warp: 8 KiB at BV = K = 128, W = 8
             at = state_pool + slot.to(gl.int64) * pool_slot_stride + hv * (V * K) + i_v * (BV * K)
@@ -378,37 +500,44 @@ def _prefetch_l2(ptrs, nbytes):
 @gluon.jit
 def _worker(
     q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule, state_indices,
-    items, item_bars, item_free, n_items, seg_chunks, N, n_tokens, scale, log2_scale, stamps, stamp_items,
+    items, infos, item_bars, item_free, n_items, seg_chunks, N, n_tokens, scale, log2_scale, stamps, stamp_items,
     HV: gl.constexpr, TV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
     STAMPS: gl.constexpr,
 ):  # fmt: skip
     """The worker warpgroup: ``_worker_item`` for each item the program runs (``PERSISTENT``: the first
-    its own, each next as the state warpgroups claimed it, ``_take``; else its one item); ``STAMPS``:
-    each item's start and end times (``_stamp``)."""
+    its own, each next as the state warpgroups claimed it, with its facts, ``_take``; else its one
+    item); ``STAMPS``: each item's start and end times (``_stamp``)."""
     x_s = gl.allocate_shared_memory(gl.float32, [3, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     it = gl.program_id(0)
+    _, _, _, hv, _, base, end, n_chunks = _item(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
     if PERSISTENT:
         m = 0  # the items this program ran before ``it``
         at0 = 0  # and their chunks
+        vec: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
+        if MAKE_TBETA:  # the first chunk's vectors (each next item's: loaded in the item before's last step)
+            vecs0 = _sums_loads(sums, beta, base, gl.minimum(end - base, 64), hv, n_tokens, HV, vec)
+        else:
+            vecs0 = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
         while it < n_items:
             if STAMPS:
                 _stamp(stamps, stamp_items, m, STAMP_WORKER_START, it, 4)
-            at0 = _worker_item(
-                q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
-                state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, at0,
-                HV, TV, STAGES, MAKE_TBETA,
+            at0, vecs0 = _worker_item(
+                q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, infos,
+                item_bars, n_tokens, scale, log2_scale, hv, base, end, n_chunks, at0, vecs0, m + 1,
+                HV, STAGES, MAKE_TBETA, PERSISTENT,
             )  # fmt: skip
             if STAMPS:
                 _stamp(stamps, stamp_items, m, STAMP_WORKER_END, at0, 4)
             m += 1
-            it = _take(items, item_bars, item_free, m, 4)
+            it, facts = _take(items, infos, item_bars, item_free, m, 4)
+            _, _, hv, _, base, end, n_chunks, _, _, _ = facts
     else:
         if STAMPS:
             _stamp(stamps, stamp_items, 0, STAMP_WORKER_START, it, 4)
-        at0 = _worker_item(
-            q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
-            state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, 0,
-            HV, TV, STAGES, MAKE_TBETA,
+        at0, _ = _worker_item(
+            q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, infos,
+            item_bars, n_tokens, scale, log2_scale, hv, base, end, n_chunks, 0, 0, 1,
+            HV, STAGES, MAKE_TBETA, PERSISTENT,
         )  # fmt: skip
         if STAMPS:
             _stamp(stamps, stamp_items, 0, STAMP_WORKER_END, at0, 4)
@@ -416,22 +545,30 @@ def _worker(
 
 @gluon.jit
 def _worker_item(
-    q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, schedule,
-    state_indices, n_items, seg_chunks, N, n_tokens, scale, log2_scale, it, at0,
-    HV: gl.constexpr, TV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr,
+    q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, infos, item_bars,
+    n_tokens, scale, log2_scale, hv, base, end, n_chunks, at0, vecs0, m_next,
+    HV: gl.constexpr, STAGES: gl.constexpr, MAKE_TBETA: gl.constexpr, PERSISTENT: gl.constexpr,
 ):  # fmt: skip
-    """The worker on item ``it`` (``at0`` chunks of this program before it): per chunk (``at``: counted
-    across items), Tβ, P and the gate factors into slot ``at % 2``, once the state warpgroups have
-    freed it (two chunks before done) and the chunk's q / k tiles have landed; Tβ made here
-    (``MAKE_TBETA``, on the gate sums ``_gate_sums_kernel`` made) or the intra launch's, copied in
-    (``_copy_tbeta``, the gate sums scanned here). Returns the chunks up to the next item."""
+    """The worker on an item (value head ``hv``, tokens [base, end), ``n_chunks`` chunks; ``at0`` chunks
+    of this program before it): per chunk (``at``: counted across items), Tβ, P and the gate factors
+    into slot ``at % 2``, once the state warpgroups have freed it (two chunks before done) and the
+    chunk's q / k tiles have landed; Tβ made here (``MAKE_TBETA``, on the gate sums
+    ``_gate_sums_kernel`` made) or the intra launch's, copied in (``_copy_tbeta``, the gate sums scanned
+    here). Each step loads the next chunk's vectors (gate sums and β, or gates and β); ``PERSISTENT``:
+    the first chunk's come in ``vecs0``, and the last step loads those of the program's next item (its
+    m_next-th, ``_await``: published by then), so that its first step does not wait for them. Returns
+    the chunks up to the next item and those vectors."""
     # The gate vectors whole in every warp: their scan and sums within a warp, no barrier (in the intra
     # launch, with four programs an SM to hide its loads, the same layout measured slower)
     vec: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
     acc: gl.constexpr = CHUNK_ACC
     dt: gl.constexpr = t_s.dtype
-    _, _, _, hv, _, base, end, n_chunks = _item(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
-    if MAKE_TBETA:
+    if PERSISTENT:
+        if MAKE_TBETA:
+            h_c, l_c, a_c, b_c = vecs0
+        else:
+            g_c, b_c = vecs0
+    elif MAKE_TBETA:
         h_c, l_c, a_c, b_c = _sums_loads(sums, beta, base, gl.minimum(end - base, 64), hv, n_tokens, HV, vec)
     else:
         g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
@@ -441,12 +578,16 @@ def _worker_item(
         stage = at % STAGES
         tok0 = base + c * 64
         n_rows = gl.minimum(end - tok0, 64)
+        # the vectors of the chunk after this one: this item's, or (its last step, ``PERSISTENT``) the
+        # next item's first, loaded here rather than after the item
+        hv_n, tok_n, rows_n = hv, tok0 + 64, gl.minimum(end - tok0 - 64, 64)
+        if PERSISTENT and c == n_chunks - 1:
+            _, _, hv_n, _, tok_n, end_n, _, _, _, _ = _await(infos, item_bars, m_next, 4)
+            rows_n = gl.minimum(end_n - tok_n, 64)
         if MAKE_TBETA:
-            h_n, l_n, a_n, b_n = _sums_loads(
-                sums, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, n_tokens, HV, vec
-            )
+            h_n, l_n, a_n, b_n = _sums_loads(sums, beta, tok_n, rows_n, hv_n, n_tokens, HV, vec)
         else:
-            g_n, b_n = _gate_loads(g, beta, tok0 + 64, gl.minimum(end - tok0 - 64, 64), hv, HV, vec)
+            g_n, b_n = _gate_loads(g, beta, tok_n, rows_n, hv_n, HV, vec)
         mbarrier.wait(free.index(buf), ((at // 2) & 1) ^ 1)
         if not MAKE_TBETA:
             _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
@@ -480,47 +621,69 @@ def _worker_item(
             h_c, l_c, a_c, b_c = h_n, l_n, a_n, b_n
         else:
             g_c, b_c = g_n, b_n
-    return at0 + n_chunks
+    if PERSISTENT:
+        if n_chunks == 0:  # (no last step loaded them)
+            _, _, hv_n, _, tok_n, end_n, _, _, _, _ = _await(infos, item_bars, m_next, 4)
+            if MAKE_TBETA:
+                h_c, l_c, a_c, b_c = _sums_loads(
+                    sums, beta, tok_n, gl.minimum(end_n - tok_n, 64), hv_n, n_tokens, HV, vec
+                )
+            else:
+                g_c, b_c = _gate_loads(g, beta, tok_n, gl.minimum(end_n - tok_n, 64), hv_n, HV, vec)
+    if MAKE_TBETA:
+        nxt = (h_c, l_c, a_c, b_c)
+    else:
+        nxt = (g_c, b_c)
+    return at0 + n_chunks, nxt
 
 
 @gluon.jit
 def _state(
     q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
-    o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free, n_items,
+    o, state_pool, state_indices, schedule, start, carry, counter, items, infos, item_bars, item_free, n_items,
     seg_chunks, N, pool_slot_stride, scale, stamps, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr, STAMPS: gl.constexpr,
     PREFETCH: gl.constexpr,
 ):  # fmt: skip
     """The state warpgroups: ``_state_item`` for each item the program runs (``PERSISTENT``: the first
-    its own, each next claimed there and published for the worker; else its one item); ``STAMPS``: each
-    item's start and end times (``_stamp``)."""
+    its own, its facts stashed and its initial state loaded here, each next claimed, stashed and
+    published for the worker, and its initial state loaded, by the item before; else its one item);
+    ``STAMPS``: each item's start and end times (``_stamp``)."""
     W: gl.constexpr = BV // 16
+    acc_s: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, K, 16]
+    )
     it = gl.program_id(0)
     if PERSISTENT:
         m = 0  # the items this program ran before ``it``
         at0 = 0  # and their chunks
         copied = False  # whether the item before copied this one's first tiles in
+        facts = _facts(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
+        _stash(infos, 0, facts, W)
+        gl.thread_barrier()  # every thread's store done before the item's reads
+        state = _state_of(facts, state_pool, pool_slot_stride, start, carry, HV, K, V, BV, acc_s)
         while it < n_items:
             if STAMPS:
                 _stamp(stamps, stamp_items, m, STAMP_STATE_START, it, W)
-            it, at0, copied = _state_item(
+            it, at0, copied, state = _state_item(
                 q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
-                state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
-                n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied, stamps, stamp_items,
+                state_pool, state_indices, schedule, start, carry, counter, items, infos, item_bars, item_free,
+                n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied, state, stamps, stamp_items,
                 H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS, PREFETCH,
             )  # fmt: skip
             if STAMPS:
                 _stamp(stamps, stamp_items, m, STAMP_STATE_END, at0, W)
             m += 1
+        tma.store_wait(pendings=0)  # the last item's last rows (its end does not wait for them)
     else:
         if STAMPS:
             _stamp(stamps, stamp_items, 0, STAMP_STATE_START, it, W)
-        _, at0, _ = _state_item(
+        _, at0, _, _ = _state_item(
             q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
-            state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
-            n_items, seg_chunks, N, pool_slot_stride, scale, it, 0, 0, False, stamps, stamp_items,
-            H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS, PREFETCH,
+            state_pool, state_indices, schedule, start, carry, counter, items, infos, item_bars, item_free,
+            n_items, seg_chunks, N, pool_slot_stride, scale, it, 0, 0, False, gl.zeros([BV, K], gl.float32, acc_s),
+            stamps, stamp_items, H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS, PREFETCH,
         )  # fmt: skip
         if STAMPS:
             _stamp(stamps, stamp_items, 0, STAMP_STATE_END, at0, W)
@@ -548,8 +711,8 @@ def _stamp(stamps, items, m, field, value, W: gl.constexpr):
 @gluon.jit
 def _state_item(
     q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free, o,
-    state_pool, state_indices, schedule, start, carry, counter, items, item_bars, item_free,
-    n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied, stamps, stamp_items,
+    state_pool, state_indices, schedule, start, carry, counter, items, infos, item_bars, item_free,
+    n_items, seg_chunks, N, pool_slot_stride, scale, it, m, at0, copied, state, stamps, stamp_items,
     H: gl.constexpr, HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
     TV: gl.constexpr, STAGES: gl.constexpr, PERSISTENT: gl.constexpr, STAMPS: gl.constexpr,
     PREFETCH: gl.constexpr,
@@ -560,8 +723,12 @@ def _state_item(
     the next item claimed (``_claim``) and published for the worker (``_next_item``) ``STAGES + 1``
     steps before the end, and its first tiles copied in by the last ``STAGES − 1`` steps (where both
     have that many chunks), so that the worker starts on it while these warpgroups end this one.
-    ``STAMPS``: its first step's products issued, the ends of its first and last steps, its last rows
-    stored (``_stamp``). Returns the next item, the chunks up to it, and whether its first tiles were copied in."""
+    ``PERSISTENT`` also: its facts read from the stash (``_unstash``) at its start and end, its initial
+    state given (``state``), and the next item's loaded at its end before its last rows and pool row are
+    stored (the last rows' TMA store not waited for: the next step waits before it writes a buffer, the
+    program's end before it exits). ``STAMPS``: its first step's products issued, the ends of its first
+    and last steps, its last rows stored (``_stamp``). Returns the next item, the chunks up to it,
+    whether its first tiles were copied in, and (``PERSISTENT``) its initial state."""
     W: gl.constexpr = BV // 16
     acc_s: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[W, 1], instr_shape=[16, K, 16]
@@ -582,16 +749,19 @@ def _state_item(
     nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes
 
     G = gl.num_programs(0)
-    row, n, slot, hv, i_v, base, end, n_chunks = _item(
-        schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
-    )
+    if PERSISTENT:  # its facts stashed when it was published (and its initial state, ``state``, loaded)
+        n, slot, hv, i_v, base, end, n_chunks, _, _, _ = _unstash(infos, m % 2, W)
+    else:
+        row, n, slot, hv, i_v, base, end, n_chunks = _item(
+            schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
+        )
     # the next item, claimed STAGES + 1 steps before this one's end (its first tiles are copied in by
     # the last STAGES − 1 steps), or at its start where it is shorter
     it_x, base_x, col_qk_x, col_v_x, n_x = n_items, 0, 0, 0, 0
     claimed = gl.zeros([32 * W], gl.int32, gl.BlockedLayout([1], [32], [W], [0]))
     if PERSISTENT and n_chunks < STAGES + 1:
         it_x, base_x, col_qk_x, col_v_x, n_x = _next_item(
-            items, item_bars, item_free, m + 1, _claim(counter, G, W), schedule, state_indices, state_pool,
+            items, infos, item_bars, item_free, m + 1, _claim(counter, G, W), schedule, state_indices, state_pool,
             pool_slot_stride, n_items, seg_chunks, N, H, HV, K, V, BV, TV, W, PREFETCH,
         )  # fmt: skip
     col_qk, col_v = _columns(hv, i_v, H, HV, K, V, BV)
@@ -600,16 +770,15 @@ def _state_item(
     if slot < 0:  # padding: zero output rows, nothing read or written else
         _zero_rows(o, base, end, o_rows, c_tok, HV, V, BV, acc_c)
 
-    j = gl.load(row + 1).to(gl.int32)
-    n_segs = gl.load(row + 4).to(gl.int32)
-    first_non_last = gl.load(row + 5).to(gl.int32)
-    if n_chunks > 0:
-        state = _initial_state(
-            state_pool, state_indices, n, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv,
-            i_v, HV, K, V, BV, acc_s,
-        )  # fmt: skip
-    else:
-        state = gl.zeros([BV, K], gl.float32, acc_s)
+    if not PERSISTENT:
+        j = gl.load(row + 1).to(gl.int32)
+        n_segs = gl.load(row + 4).to(gl.int32)
+        first_non_last = gl.load(row + 5).to(gl.int32)
+        if n_chunks > 0:
+            state = _initial_state(
+                state_pool, state_indices, n, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv,
+                i_v, HV, K, V, BV, acc_s,
+            )  # fmt: skip
     cols = (col_qk, col_qk, col_v)
     if not copied:
         for i in gl.static_range(STAGES - 1):
@@ -690,10 +859,17 @@ def _state_item(
         _output_tile(o_s.index(buf), out, dt)
         if PERSISTENT and c == n_chunks - (STAGES + 1):  # the claim's add has long returned
             it_x, base_x, col_qk_x, col_v_x, n_x = _next_item(
-                items, item_bars, item_free, m + 1, claimed, schedule, state_indices, state_pool,
+                items, infos, item_bars, item_free, m + 1, claimed, schedule, state_indices, state_pool,
                 pool_slot_stride, n_items, seg_chunks, N, H, HV, K, V, BV, TV, W, PREFETCH,
             )  # fmt: skip
 
+    nxt = state
+    if PERSISTENT:
+        # the next item's initial state (its facts stashed when it was published, its pool row fetched
+        # into L2 then), loaded before this item's last stores rather than after them
+        nxt = _state_of(
+            _unstash(infos, (m + 1) % 2, W), state_pool, pool_slot_stride, start, carry, HV, K, V, BV, acc_s
+        )
     if n_chunks > 0:
         tok0 = base + (n_chunks - 1) * 64
         last = o_s.index((at0 + n_chunks - 1) % 2)
@@ -702,7 +878,8 @@ def _state_item(
         gl.thread_barrier()
         if end - tok0 == 64:
             tma.async_copy_shared_to_global(o_desc, [tok0, col_v], last)
-            tma.store_wait(pendings=0)
+            if not PERSISTENT:  # (persistent: the next item's first step waits before it writes a buffer)
+                tma.store_wait(pendings=0)
         else:  # a sequence's partial last chunk: its rows alone (TMA would write the next sequence's)
             ld: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [W, 1], [1, 0])
             r_o = gl.arange(0, 64, layout=gl.SliceLayout(1, ld))
@@ -711,15 +888,19 @@ def _state_item(
             gl.store(o + at_o, last.load(ld), mask=(r_o < end - tok0)[:, None])
         if STAMPS:
             _stamp(stamps, stamp_items, m, STAMP_STATE_STORED, at0 + n_chunks - 1, W)
+        if PERSISTENT:  # the item's facts read again from the stash, not held through the loop
+            _, slot, hv, i_v, _, _, _, j, n_segs, _ = _unstash(infos, m % 2, W)
+            if j == n_segs - 1:
+                gl.store(_pool_ptrs(state_pool, slot, pool_slot_stride, hv, i_v, K, V, BV, acc_s), state)
+            # every thread past the last rows' loads before the next item's steps write them
+            gl.thread_barrier()
         # j and n_segs loaded again, not held through the loop (registers)
-        if gl.load(row + 1) == gl.load(row + 4) - 1:
+        elif gl.load(row + 1) == gl.load(row + 4) - 1:
             gl.store(
                 _state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s),
                 state,
             )
-        if PERSISTENT:  # every thread past the last rows' loads before the next item's steps write them
-            gl.thread_barrier()
-    return it_x, at0 + n_chunks, (n_chunks >= STAGES - 1) & (n_x >= STAGES - 1)
+    return it_x, at0 + n_chunks, (n_chunks >= STAGES - 1) & (n_x >= STAGES - 1), nxt
 
 
 @gluon.jit
@@ -752,6 +933,7 @@ def _gdn_gluon_fused_state_kernel(
     t_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     # the next items, as the state warpgroups claim them for the worker (``_publish`` / ``_take``)
     items = gl.allocate_shared_memory(gl.int32, [2, 256], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
+    infos = gl.allocate_shared_memory(gl.int32, [2, FACTS], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     item_bars = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     item_free = gl.allocate_shared_memory(gl.int64, [2, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -766,11 +948,11 @@ def _gdn_gluon_fused_state_kernel(
     gl.warp_specialize(
         [
             (_state, (q_desc, k_desc, v_desc, o_desc, q_s, k_s, v_s, t_s, p_s, o_s, g_s, bars, ready, free,
-                      o, state_pool, state_indices, schedule, start, carry, counter, items, item_bars,
+                      o, state_pool, state_indices, schedule, start, carry, counter, items, infos, item_bars,
                       item_free, n_items, seg_chunks, N, pool_slot_stride, scale, stamps,
                       stamp_items, H, HV, K, V, BV, TV, STAGES, PERSISTENT, STAMPS, PREFETCH)),
             (_worker, (q_s, k_s, t_s, p_s, g_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums,
-                       schedule, state_indices, items, item_bars, item_free, n_items, seg_chunks, N,
+                       schedule, state_indices, items, infos, item_bars, item_free, n_items, seg_chunks, N,
                        n_tokens, scale, gl.log2(scale), stamps, stamp_items, HV, TV, STAGES,
                        MAKE_TBETA, PERSISTENT, STAMPS)),
         ],
