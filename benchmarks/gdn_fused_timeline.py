@@ -88,10 +88,9 @@ def programs(stamps) -> list[dict]:
 
 def summary(rows: list[dict]) -> dict:
     """The span (µs), the medians over items that ran a chunk (a padding item runs none) of each side's
-    time an item and a chunk (µs), and each side's
-    gaps between an item's end and the next one's start (µs: median, max; none for one item a
-    program); and, over items of two chunks or more, the state warpgroups' item in parts (µs, medians,
-    ``STATE_PARTS``) — where an item's fixed cost goes."""
+    time an item and a chunk (µs), and each side's gaps between an item's end and the next one's start
+    (µs: median, max; none for one item a program); and, over items of two chunks or more, the state
+    warpgroups' item in parts (µs, medians, ``STATE_PARTS``) — where an item's fixed cost goes."""
     if not any(item["chunks"] for row in rows for item in row["items"]):
         raise ValueError("the pass stamped no item that ran a chunk: nothing to summarise")
     t0 = min(item["state"][0] for row in rows for item in row["items"])

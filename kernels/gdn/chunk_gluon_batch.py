@@ -80,10 +80,20 @@ def _state_ptrs(
     """Pointers to this program's Sᵀ [BV, K] in its pool row (the pool stores Sᵀ, K last), made before
     the chunk loop and again after it from the slot loaded again, so that the [BV, K] pointer tile is
     not held in registers through the loop."""
-    slot = gl.load(state_indices + n).to(gl.int64)
+    return _pool_ptrs(state_pool, gl.load(state_indices + n), pool_slot_stride, hv, i_v, K, V, BV, acc_s)
+
+
+@gluon.jit
+def _pool_ptrs(
+    state_pool, slot, pool_slot_stride, hv, i_v,
+    K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, acc_s: gl.constexpr,
+):  # fmt: skip
+    """Pointers to Sᵀ [BV, K] of (value head ``hv``, V tile ``i_v``) in pool row ``slot``."""
     rows = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_s))
     cols = gl.arange(0, K, layout=gl.SliceLayout(0, acc_s))
-    return state_pool + slot * pool_slot_stride + hv * (V * K) + rows[:, None] * K + cols[None, :]
+    return (
+        state_pool + slot.to(gl.int64) * pool_slot_stride + hv * (V * K) + rows[:, None] * K + cols[None, :]
+    )
 
 
 @gluon.jit
@@ -100,14 +110,14 @@ def _scratch_ptrs(
 
 @gluon.jit
 def _initial_state(
-    state_pool, state_indices, n, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv, i_v,
+    state_pool, slot, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv, i_v,
     HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, acc_s: gl.constexpr,
 ):  # fmt: skip
-    """Sᵀ [BV, K] at the start of segment ``j`` of sequence ``n``: the pool row (one segment), the copy the
-    segment pass made of it (the first of several: the last may write the row first), or the state the
-    carry launch made."""
+    """Sᵀ [BV, K] at the start of segment ``j`` of a sequence whose pool row is ``slot``: that row (one
+    segment), the copy the segment pass made of it (the first of several: the last may write the row
+    first), or the state the carry launch made."""
     if n_segs == 1:
-        state = gl.load(_state_ptrs(state_pool, state_indices, n, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
+        state = gl.load(_pool_ptrs(state_pool, slot, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
     elif j == 0:
         state = gl.load(_scratch_ptrs(start, first_non_last, hv, i_v, HV, K, V, BV, acc_s))
     else:
@@ -229,8 +239,8 @@ def _gdn_gluon_batch_state_kernel(
     nbytes: gl.constexpr = 2 * q_desc.block_type.nbytes + v_desc.block_type.nbytes + t_desc.block_type.nbytes
 
     state = _initial_state(
-        state_pool, state_indices, n, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv, i_v,
-        HV, K, V, BV, acc_s,
+        state_pool, gl.load(state_indices + n), pool_slot_stride, start, carry, n_segs, j, first_non_last, hv,
+        i_v, HV, K, V, BV, acc_s,
     )  # fmt: skip
     descs = (q_desc, k_desc, v_desc, t_desc)
     bufs = (q_s, k_s, v_s, t_s)

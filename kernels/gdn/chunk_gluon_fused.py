@@ -107,7 +107,7 @@ from stampgen.kernels.gdn.chunk_gluon import _copy_tiles, _load_tile, _masked_p
 from stampgen.kernels.gdn.chunk_gluon_batch import (
     _initial_state,
     _output_tile,
-    _scratch_ptrs,
+    _pool_ptrs,
     _state_ptrs,
     _store_last_and_refill,
     _zero_rows,
@@ -345,32 +345,19 @@ def _unstash(infos, s, W: gl.constexpr):
 
 
 @gluon.jit
-def _pool_ptrs(state_pool, slot, pool_slot_stride, hv, i_v, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr,
-               acc_s: gl.constexpr):  # fmt: skip
-    """Pointers to Sᵀ [BV, K] of (value head ``hv``, V tile ``i_v``) in pool row ``slot``."""
-    rows = i_v * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_s))
-    cols = gl.arange(0, K, layout=gl.SliceLayout(0, acc_s))
-    return (
-        state_pool + slot.to(gl.int64) * pool_slot_stride + hv * (V * K) + rows[:, None] * K + cols[None, :]
-    )
-
-
-@gluon.jit
 def _state_of(
     facts, state_pool, pool_slot_stride, start, carry,
     HV: gl.constexpr, K: gl.constexpr, V: gl.constexpr, BV: gl.constexpr, acc_s: gl.constexpr,
 ):  # fmt: skip
-    """An item's initial Sᵀ from its facts (``chunk_gluon_batch._initial_state``'s sources, no global
-    load before the state's own); zeros for an item without chunks."""
+    """An item's initial Sᵀ from its facts (``_facts``), with no global load before the state's own;
+    zeros for an item without chunks."""
     _, slot, hv, i_v, _, _, n_chunks, j, n_segs, first_non_last = facts
     state = gl.zeros([BV, K], gl.float32, acc_s)
     if n_chunks > 0:
-        if n_segs == 1:
-            state = gl.load(_pool_ptrs(state_pool, slot, pool_slot_stride, hv, i_v, K, V, BV, acc_s))
-        elif j == 0:
-            state = gl.load(_scratch_ptrs(start, first_non_last, hv, i_v, HV, K, V, BV, acc_s))
-        else:
-            state = gl.load(_scratch_ptrs(carry, first_non_last + j - 1, hv, i_v, HV, K, V, BV, acc_s))
+        state = _initial_state(
+            state_pool, slot, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv, i_v, HV, K, V, BV,
+            acc_s,
+        )  # fmt: skip
     return state
 
 
@@ -514,10 +501,10 @@ def _worker(
         m = 0  # the items this program ran before ``it``
         at0 = 0  # and their chunks
         vec: gl.constexpr = gl.BlockedLayout([2], [32], [4], [0])
-        if MAKE_TBETA:  # the first chunk's vectors (each next item's: loaded in the item before's last step)
-            vecs0 = _sums_loads(sums, beta, base, gl.minimum(end - base, 64), hv, n_tokens, HV, vec)
-        else:
-            vecs0 = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
+        # the first chunk's vectors (each next item's: loaded in the item before's last step)
+        vecs0 = _chunk_vectors(
+            g, beta, sums, base, gl.minimum(end - base, 64), hv, n_tokens, HV, MAKE_TBETA, vec
+        )
         while it < n_items:
             if STAMPS:
                 _stamp(stamps, stamp_items, m, STAMP_WORKER_START, it, 4)
@@ -529,6 +516,7 @@ def _worker(
             if STAMPS:
                 _stamp(stamps, stamp_items, m, STAMP_WORKER_END, at0, 4)
             m += 1
+            # (its arrival already waited for in the item's last step, ``_await``, where it had one)
             it, facts = _take(items, infos, item_bars, item_free, m, 4)
             _, _, hv, _, base, end, n_chunks, _, _, _ = facts
     else:
@@ -536,7 +524,8 @@ def _worker(
             _stamp(stamps, stamp_items, 0, STAMP_WORKER_START, it, 4)
         at0, _ = _worker_item(
             q_s, k_s, t_s, p_s, g_s, x_s, bars, ready, free, t_bars, t_desc, tbeta, g, beta, sums, infos,
-            item_bars, n_tokens, scale, log2_scale, hv, base, end, n_chunks, 0, 0, 1,
+            item_bars, n_tokens, scale, log2_scale, hv, base, end, n_chunks, 0,
+            0, 1,  # (vecs0 and m_next: unread with one item a program)
             HV, STAGES, MAKE_TBETA, PERSISTENT,
         )  # fmt: skip
         if STAMPS:
@@ -564,14 +553,11 @@ def _worker_item(
     acc: gl.constexpr = CHUNK_ACC
     dt: gl.constexpr = t_s.dtype
     if PERSISTENT:
-        if MAKE_TBETA:
-            h_c, l_c, a_c, b_c = vecs0
-        else:
-            g_c, b_c = vecs0
-    elif MAKE_TBETA:
-        h_c, l_c, a_c, b_c = _sums_loads(sums, beta, base, gl.minimum(end - base, 64), hv, n_tokens, HV, vec)
+        cur = vecs0
     else:
-        g_c, b_c = _gate_loads(g, beta, base, gl.minimum(end - base, 64), hv, HV, vec)
+        cur = _chunk_vectors(
+            g, beta, sums, base, gl.minimum(end - base, 64), hv, n_tokens, HV, MAKE_TBETA, vec
+        )
     for c in tl.range(0, n_chunks, disable_licm=True):
         at = at0 + c
         buf = at % 2
@@ -584,17 +570,15 @@ def _worker_item(
         if PERSISTENT and c == n_chunks - 1:
             _, _, hv_n, _, tok_n, end_n, _, _, _, _ = _await(infos, item_bars, m_next, 4)
             rows_n = gl.minimum(end_n - tok_n, 64)
-        if MAKE_TBETA:
-            h_n, l_n, a_n, b_n = _sums_loads(sums, beta, tok_n, rows_n, hv_n, n_tokens, HV, vec)
-        else:
-            g_n, b_n = _gate_loads(g, beta, tok_n, rows_n, hv_n, HV, vec)
+        nxt = _chunk_vectors(g, beta, sums, tok_n, rows_n, hv_n, n_tokens, HV, MAKE_TBETA, vec)
         mbarrier.wait(free.index(buf), ((at // 2) & 1) ^ 1)
         if not MAKE_TBETA:
             _copy_tbeta(t_s, t_bars, t_desc, tbeta, buf, tok0, n_rows, hv, HV)
         mbarrier.wait(bars.index(stage), (at // STAGES) & 1)
         if MAKE_TBETA:
-            hi, lo, after = h_c, l_c, a_c
+            hi, lo, after, b_c = cur
         else:
+            g_c, b_c = cur
             gam, hi, lo = _gate_sums(g_c)
             after = _to_end(g_c, gam)
         first = gl.arange(0, 64, layout=vec) == 0
@@ -617,24 +601,25 @@ def _worker_item(
             _p_for_copied(p_s, qk, hi, buf, t_bars, (at // 2) & 1, log2_scale, dt)
         fence_async_shared()  # Tβ and P are read by the state warpgroups' wgmma (the async proxy)
         mbarrier.arrive(ready.index(buf), count=1)
-        if MAKE_TBETA:
-            h_c, l_c, a_c, b_c = h_n, l_n, a_n, b_n
-        else:
-            g_c, b_c = g_n, b_n
+        cur = nxt
     if PERSISTENT:
         if n_chunks == 0:  # (no last step loaded them)
             _, _, hv_n, _, tok_n, end_n, _, _, _, _ = _await(infos, item_bars, m_next, 4)
-            if MAKE_TBETA:
-                h_c, l_c, a_c, b_c = _sums_loads(
-                    sums, beta, tok_n, gl.minimum(end_n - tok_n, 64), hv_n, n_tokens, HV, vec
-                )
-            else:
-                g_c, b_c = _gate_loads(g, beta, tok_n, gl.minimum(end_n - tok_n, 64), hv_n, HV, vec)
+            cur = _chunk_vectors(
+                g, beta, sums, tok_n, gl.minimum(end_n - tok_n, 64), hv_n, n_tokens, HV, MAKE_TBETA, vec
+            )
+    return at0 + n_chunks, cur
+
+
+@gluon.jit
+def _chunk_vectors(g, beta, sums, tok0, n_rows, hv, n_tokens, HV: gl.constexpr, MAKE_TBETA: gl.constexpr,
+                   layout: gl.constexpr):  # fmt: skip
+    """What the worker loads for a chunk of ``n_rows`` rows at ``tok0``: where it makes Tβ, its gate sums
+    and β (``_sums_loads``); else its gates and β (``_gate_loads``), scanned in its step."""
     if MAKE_TBETA:
-        nxt = (h_c, l_c, a_c, b_c)
+        return _sums_loads(sums, beta, tok0, n_rows, hv, n_tokens, HV, layout)
     else:
-        nxt = (g_c, b_c)
-    return at0 + n_chunks, nxt
+        return _gate_loads(g, beta, tok0, n_rows, hv, HV, layout)
 
 
 @gluon.jit
@@ -750,7 +735,7 @@ def _state_item(
 
     G = gl.num_programs(0)
     if PERSISTENT:  # its facts stashed when it was published (and its initial state, ``state``, loaded)
-        n, slot, hv, i_v, base, end, n_chunks, _, _, _ = _unstash(infos, m % 2, W)
+        _, slot, hv, i_v, base, end, n_chunks, _, _, _ = _unstash(infos, m % 2, W)
     else:
         row, n, slot, hv, i_v, base, end, n_chunks = _item(
             schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
@@ -776,8 +761,8 @@ def _state_item(
         first_non_last = gl.load(row + 5).to(gl.int32)
         if n_chunks > 0:
             state = _initial_state(
-                state_pool, state_indices, n, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv,
-                i_v, HV, K, V, BV, acc_s,
+                state_pool, slot, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv, i_v,
+                HV, K, V, BV, acc_s,
             )  # fmt: skip
     cols = (col_qk, col_qk, col_v)
     if not copied:
