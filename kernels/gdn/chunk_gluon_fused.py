@@ -145,7 +145,8 @@ WORKER_REGS = 120
 # An item's facts as the state warpgroups stash them in shared memory when they publish it (``_stash``):
 # sequence, pool slot, value head, V tile, first token, one past its last, chunks, segment, its
 # sequence's segments, the first non-last segment's row; read at the item's start and end and by the
-# worker, where each would otherwise wait for a chain of dependent global loads
+# worker, where each would otherwise wait for a chain of dependent global loads. A row holds 16 int32
+# (10 used: gl.arange takes a power of two)
 FACTS = gl.constexpr(16)
 
 
