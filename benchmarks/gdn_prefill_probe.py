@@ -9,9 +9,12 @@ kind). Each timing captures ``CALLS`` prefill calls in one CUDA graph after a wa
 reports the median replay divided by ``CALLS``. ``--sweep`` also times every launch configuration in ``SWEEP`` (the V tile, warps
 and pipeline stages of the state pass; warps of the intra-chunk launch) and prints the best per case.
 ``--against`` also times other copies of ``chunk.py`` (a branch's, written into the tree with ``git show``
-so it travels to the device) at their own defaults on the same inputs: an A/B in one process.
-Each configuration's output is checked against the fp32-input run (``--check default``: against the
-default configuration's, which skips compiling the fp32 kernels, a minute or two of a fresh machine,
+so it travels to the device) at their own defaults on the same inputs: an A/B in one process. Only
+``chunk.py`` is the copy's: the modules it imports are this tree's, so a branch that changes
+``chunk_gluon_fused.py`` or ``chunk_intra_gluon.py`` is A/B'd with ``gdn_intra_probe.py --variants``.
+Each configuration's output is checked against the fp32-input run (``--check default``: against this
+checkout's default configuration's — run in two checkouts, neither's output is compared with the
+other's — which skips compiling the fp32 kernels, a minute or two of a fresh machine,
 where a change must leave the output as it was; the default's own row then repeats the run it is checked
 against, so any difference there is said on stderr as a run that does not repeat: a race). The last
 lines printed are a summary table; ``--out`` writes the raw records as JSON lines, each as soon as it
