@@ -145,9 +145,9 @@ WORKER_REGS = 120
 # An item's facts as the state warpgroups stash them in shared memory when they publish it (``_stash``):
 # sequence, pool slot, value head, V tile, first token, one past its last, chunks, segment, its
 # sequence's segments, the first non-last segment's row; read at the item's start and end and by the
-# worker, where each would otherwise wait for a chain of dependent global loads. A row holds 16 int32
-# (10 used: gl.arange takes a power of two)
-FACTS = gl.constexpr(16)
+# worker, where each would otherwise wait for a chain of dependent global loads. A row holds ``FACTS``
+# int32, ``FACTS_USED`` of them used (gl.arange takes a power of two)
+FACTS, FACTS_USED = gl.constexpr(16), gl.constexpr(10)
 
 
 def supported(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> bool:
@@ -275,8 +275,8 @@ def _p_and_tbeta_made(p_s, t_s, x_s, q_t, k_t, hi, lo, b_c, buf, log2_scale, dt:
 def _item(schedule, state_indices, it, n_items, seg_chunks, N, HV: gl.constexpr, TV: gl.constexpr):
     """Item ``it`` of the pass — (V tile, value head, segment), the V tile fastest, as a grid of one
     program an item would order them: its schedule row (``chunk_common._write_schedule``), sequence, pool
-    slot, value head, V tile, first token, one past its last, and chunks (none past the last segment,
-    for a padding sequence, or for ``it`` past the last item)."""
+    slot, value head, V tile, first token, one past its last, chunks (none past the last segment, for a
+    padding sequence, or for ``it`` past the last item) and segment."""
     i_v = it % TV
     hv = (it // TV) % HV
     # (an item past the last reads the last row, and runs nothing)
@@ -291,7 +291,7 @@ def _item(schedule, state_indices, it, n_items, seg_chunks, N, HV: gl.constexpr,
     end = gl.minimum(base + seg_chunks * 64, eos)  # one past its last
     n_chunks = gl.where(live & (slot >= 0), (end - base + 63) // 64, 0)
     end = gl.where(live, end, base)  # no padding rows to zero past the last segment
-    return row, n, slot, hv, i_v, base, end, n_chunks
+    return row, n, slot, hv, i_v, base, end, n_chunks, j
 
 
 @gluon.jit
@@ -299,10 +299,9 @@ def _facts(schedule, state_indices, it, n_items, seg_chunks, N, HV: gl.constexpr
     """Item ``it``'s facts (``FACTS``: their order) from the schedule and the state indices: ``_item``'s,
     its segment, its sequence's segments and the first non-last segment's row (the source of its
     initial state)."""
-    row, n, slot, hv, i_v, base, end, n_chunks = _item(
+    row, n, slot, hv, i_v, base, end, n_chunks, j = _item(
         schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
     )
-    j = gl.load(row + 1).to(gl.int32)
     n_segs = gl.load(row + 4).to(gl.int32)
     first_non_last = gl.load(row + 5).to(gl.int32)
     return n, slot, hv, i_v, base, end, n_chunks, j, n_segs, first_non_last
@@ -313,17 +312,10 @@ def _stash(infos, s, facts, W: gl.constexpr):
     """An item's facts (``_facts``) into row ``s`` of ``infos`` (the caller's barrier makes them seen)."""
     lay: gl.constexpr = gl.BlockedLayout([FACTS], [32], [W], [0])
     r = gl.arange(0, FACTS, layout=lay)
-    n, slot, hv, i_v, base, end, n_chunks, j, n_segs, first_non_last = facts
-    x = gl.where(r == 0, n, 0)
-    x = gl.where(r == 1, slot, x)
-    x = gl.where(r == 2, hv, x)
-    x = gl.where(r == 3, i_v, x)
-    x = gl.where(r == 4, base, x)
-    x = gl.where(r == 5, end, x)
-    x = gl.where(r == 6, n_chunks, x)
-    x = gl.where(r == 7, j, x)
-    x = gl.where(r == 8, n_segs, x)
-    x = gl.where(r == 9, first_non_last, x)
+    gl.static_assert(len(facts) == FACTS_USED)
+    x = gl.zeros([FACTS], gl.int32, lay)
+    for i in gl.static_range(FACTS_USED):
+        x = gl.where(r == i, facts[i], x)
     infos.index(s).store(x)
 
 
@@ -339,10 +331,10 @@ def _unstash(infos, s, W: gl.constexpr):
     lay: gl.constexpr = gl.BlockedLayout([FACTS], [32], [W], [0])
     r = gl.arange(0, FACTS, layout=lay)
     x = infos.index(s).load(lay)
-    return (
-        _fact(x, r, 0), _fact(x, r, 1), _fact(x, r, 2), _fact(x, r, 3), _fact(x, r, 4), _fact(x, r, 5),
-        _fact(x, r, 6), _fact(x, r, 7), _fact(x, r, 8), _fact(x, r, 9),
-    )  # fmt: skip
+    facts = ()
+    for i in gl.static_range(FACTS_USED):
+        facts = facts + (_fact(x, r, i),)
+    return facts
 
 
 @gluon.jit
@@ -408,6 +400,13 @@ def _await(infos, item_bars, m, W: gl.constexpr):
 
 
 @gluon.jit
+def _first_chunk(infos, item_bars, m, W: gl.constexpr):
+    """Item ``m``'s value head, first token and first chunk's rows, once published (``_await``)."""
+    _, _, hv, _, base, end, _, _, _, _ = _await(infos, item_bars, m, W)
+    return hv, base, gl.minimum(end - base, 64)
+
+
+@gluon.jit
 def _take(items, infos, item_bars, item_free, m, W: gl.constexpr):
     """Item ``m`` and its facts as the state warpgroups published them (``_publish``), the slot then
     freed for item m + 2; in a partition of ``W`` warps."""
@@ -443,21 +442,8 @@ def _next_item(
     once, between two chunk steps. ``PREFETCH`` false (a pool whose rows are not 16-byte aligned, which
     a bulk prefetch needs: ``tma_addressable``): not fetched."""
     it, facts = _publish(
-        items,
-        infos,
-        item_bars,
-        item_free,
-        m,
-        claimed,
-        schedule,
-        state_indices,
-        n_items,
-        seg_chunks,
-        N,
-        HV,
-        TV,
-        W,
-    )
+        items, infos, item_bars, item_free, m, claimed, schedule, state_indices, n_items, seg_chunks, N, HV, TV, W
+    )  # fmt: skip
     _, slot, hv, i_v, base, _, n_chunks, _, n_segs, _ = facts
     if PREFETCH:
         if (n_chunks > 0) & (n_segs == 1):
@@ -497,7 +483,9 @@ def _worker(
     item); ``STAMPS``: each item's start and end times (``_stamp``)."""
     x_s = gl.allocate_shared_memory(gl.float32, [3, 64], gl.SwizzledSharedLayout(1, 1, 1, order=[0]))
     it = gl.program_id(0)
-    _, _, _, hv, _, base, end, n_chunks = _item(schedule, state_indices, it, n_items, seg_chunks, N, HV, TV)
+    _, _, _, hv, _, base, end, n_chunks, _ = _item(
+        schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
+    )
     if PERSISTENT:
         m = 0  # the items this program ran before ``it``
         at0 = 0  # and their chunks
@@ -569,8 +557,7 @@ def _worker_item(
         # next item's first, loaded here rather than after the item
         hv_n, tok_n, rows_n = hv, tok0 + 64, gl.minimum(end - tok0 - 64, 64)
         if PERSISTENT and c == n_chunks - 1:
-            _, _, hv_n, _, tok_n, end_n, _, _, _, _ = _await(infos, item_bars, m_next, 4)
-            rows_n = gl.minimum(end_n - tok_n, 64)
+            hv_n, tok_n, rows_n = _first_chunk(infos, item_bars, m_next, 4)
         nxt = _chunk_vectors(g, beta, sums, tok_n, rows_n, hv_n, n_tokens, HV, MAKE_TBETA, vec)
         mbarrier.wait(free.index(buf), ((at // 2) & 1) ^ 1)
         if not MAKE_TBETA:
@@ -605,10 +592,8 @@ def _worker_item(
         cur = nxt
     if PERSISTENT:
         if n_chunks == 0:  # (no last step loaded them)
-            _, _, hv_n, _, tok_n, end_n, _, _, _, _ = _await(infos, item_bars, m_next, 4)
-            cur = _chunk_vectors(
-                g, beta, sums, tok_n, gl.minimum(end_n - tok_n, 64), hv_n, n_tokens, HV, MAKE_TBETA, vec
-            )
+            hv_n, tok_n, rows_n = _first_chunk(infos, item_bars, m_next, 4)
+            cur = _chunk_vectors(g, beta, sums, tok_n, rows_n, hv_n, n_tokens, HV, MAKE_TBETA, vec)
     return at0 + n_chunks, cur
 
 
@@ -738,7 +723,7 @@ def _state_item(
     if PERSISTENT:  # its facts stashed when it was published (and its initial state, ``state``, loaded)
         _, slot, hv, i_v, base, end, n_chunks, _, _, _ = _unstash(infos, m % 2, W)
     else:
-        row, n, slot, hv, i_v, base, end, n_chunks = _item(
+        row, n, slot, hv, i_v, base, end, n_chunks, _ = _item(
             schedule, state_indices, it, n_items, seg_chunks, N, HV, TV
         )
     # the next item, claimed STAGES + 1 steps before this one's end (its first tiles are copied in by
@@ -756,15 +741,13 @@ def _state_item(
     if slot < 0:  # padding: zero output rows, nothing read or written else
         _zero_rows(o, base, end, o_rows, c_tok, HV, V, BV, acc_c)
 
-    if not PERSISTENT:
+    if not PERSISTENT:  # (persistent: ``state`` given, loaded before the item began)
+        # (the segment's fields loaded here rather than held from the item's start: registers)
         j = gl.load(row + 1).to(gl.int32)
         n_segs = gl.load(row + 4).to(gl.int32)
         first_non_last = gl.load(row + 5).to(gl.int32)
-        if n_chunks > 0:
-            state = _initial_state(
-                state_pool, slot, pool_slot_stride, start, carry, n_segs, j, first_non_last, hv, i_v,
-                HV, K, V, BV, acc_s,
-            )  # fmt: skip
+        facts = (n, slot, hv, i_v, base, end, n_chunks, j, n_segs, first_non_last)
+        state = _state_of(facts, state_pool, pool_slot_stride, start, carry, HV, K, V, BV, acc_s)
     cols = (col_qk, col_qk, col_v)
     if not copied:
         for i in gl.static_range(STAGES - 1):
